@@ -1,0 +1,655 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The thread-pool backend: always available, and where the other backends
+ * send what their kernel interface cannot do asynchronously.
+ *
+ * Workers take requests from one locked queue.  Sockets that would block are
+ * armed (one-shot) in an epoll set watched by a poller thread, so no worker
+ * is held while a peer is silent.  Finished requests go on a locked list; one
+ * atomic flag merges the eventfd writes, so a burst costs one write.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "backend.h"
+
+/* Where a request the pool owns is; guarded by pool->lock. */
+enum where {
+	W_NONE,
+	W_QUEUED,	/* waiting for a worker */
+	W_RUNNING,	/* a worker or the poller is doing it */
+	W_ARMED,	/* socket waiting for readiness in the epoll set */
+};
+
+struct slot {
+	struct afio_req *req;
+	uint8_t where;
+	bool cancel;
+	int armfd;		/* dup of the socket while armed: its own epoll key */
+	size_t progress;	/* bytes a no-wait attempt already moved */
+	struct worker *worker;
+};
+
+struct worker {
+	struct pool *pool;
+	pthread_t tid;
+	int wakefd;		/* cancel of a request this worker waits on */
+};
+
+struct pool {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct afio_reqq work;
+	struct afio_reqq finished;
+	atomic_bool signaled;
+	bool stop;
+	enum afio_mode mode;
+	int evfd;		/* the context's */
+	int epfd;
+	int poller_wake;
+	bool poller_running;
+	pthread_t poller;
+	unsigned nworkers;
+	struct worker *workers;
+	struct slot *slots;
+};
+
+#define POLLER_WAKE_KEY UINT64_MAX
+
+static struct slot *slot_of(struct pool *p, const struct afio_req *r)
+{
+	return &p->slots[r->index];
+}
+
+static uint64_t arm_key(const struct afio_req *r)
+{
+	return (uint64_t)r->index << 32 | r->gen;
+}
+
+/* ---- performing a request ---- */
+
+/* iov without its first `skip` bytes, in out[]; returns the count. */
+static int iov_advance(const struct afio_req *r, size_t skip, struct iovec *out, int max)
+{
+	const struct iovec *iov;
+	int cnt, n = 0;
+	struct iovec one;
+
+	if (r->op == AFIO_OP_READV || r->op == AFIO_OP_WRITEV) {
+		iov = r->iov;
+		cnt = (int)r->len;
+	} else {
+		one.iov_base = r->buf;
+		one.iov_len = r->len;
+		iov = &one;
+		cnt = 1;
+	}
+	for (int i = 0; i < cnt && n < max; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		out[n].iov_base = (char *)iov[i].iov_base + skip;
+		out[n].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+		n++;
+	}
+	return n;
+}
+
+static bool is_read(const struct afio_req *r)
+{
+	return r->op == AFIO_OP_READ || r->op == AFIO_OP_READV;
+}
+
+/*
+ * File read or write from r->off + progress to the end of the request.
+ * Without RWF_NOWAIT it loops until done or EOF, as the kernel does for
+ * regular files; with it, it stops at the first short or refused transfer.
+ */
+static ssize_t file_rw(const struct afio_req *r, size_t *progress, int rwf)
+{
+	struct iovec iov[IOV_MAX];
+	size_t want = afio_req_bytes(r);
+	ssize_t n;
+	int cnt;
+
+	while (*progress < want || !want) {
+		cnt = iov_advance(r, *progress, iov, IOV_MAX);
+		if (is_read(r))
+			n = preadv2(r->fd, iov, cnt, (off_t)(r->off + *progress), rwf);
+		else
+			n = pwritev2(r->fd, iov, cnt, (off_t)(r->off + *progress), rwf);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return *progress ? (ssize_t)*progress : -errno;
+		}
+		*progress += (size_t)n;
+		if (!n || !want || rwf)
+			break;
+	}
+	return (ssize_t)*progress;
+}
+
+static ssize_t sock_xfer(const struct afio_req *r)
+{
+	ssize_t n;
+
+	do {
+		if (r->op == AFIO_OP_RECV)
+			n = recv(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT);
+		else
+			n = send(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t do_fsync(const struct afio_req *r)
+{
+	int ret;
+
+	do {
+		if (r->flags & AFIO_FSYNC_DATASYNC)
+			ret = fdatasync(r->fd);
+		else
+			ret = fsync(r->fd);
+	} while (ret < 0 && errno == EINTR);
+	return ret < 0 ? -errno : 0;
+}
+
+/* ---- handing results back ---- */
+
+static void signal_owner(struct pool *p)
+{
+	uint64_t one = 1;
+
+	if (!atomic_exchange(&p->signaled, true))
+		(void)!write(p->evfd, &one, sizeof(one));
+}
+
+static void finish_locked(struct pool *p, struct afio_req *r, ssize_t res)
+{
+	struct slot *s = slot_of(p, r);
+
+	s->where = W_NONE;
+	s->worker = NULL;
+	r->res = s->cancel && res == -EINTR ? -ECANCELED : res;
+	afio_reqq_push(&p->finished, r);
+}
+
+/* ---- the epoll set of sockets waiting for readiness ---- */
+
+static void *poller_main(void *arg);
+
+static int start_poller_locked(struct pool *p)
+{
+	sigset_t all, old;
+	int ret;
+
+	if (p->poller_running)
+		return 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(&p->poller, NULL, poller_main, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret)
+		return -ret;
+	p->poller_running = true;
+	return 0;
+}
+
+/* Returns 0 when armed, else -errno (EPERM: the fd cannot be polled). */
+static int arm_locked(struct pool *p, struct afio_req *r)
+{
+	struct slot *s = slot_of(p, r);
+	struct epoll_event ev = {
+		.events = (r->op == AFIO_OP_RECV ? EPOLLIN : EPOLLOUT) | EPOLLONESHOT,
+		.data.u64 = arm_key(r),
+	};
+	int ret;
+
+	ret = start_poller_locked(p);
+	if (ret)
+		return ret;
+	s->armfd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+	if (s->armfd < 0)
+		return -errno;
+	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, s->armfd, &ev) < 0) {
+		ret = -errno;
+		close(s->armfd);
+		s->armfd = -1;
+		return ret;
+	}
+	s->where = W_ARMED;
+	return 0;
+}
+
+static void disarm_locked(struct pool *p, struct slot *s)
+{
+	epoll_ctl(p->epfd, EPOLL_CTL_DEL, s->armfd, NULL);
+	close(s->armfd);
+	s->armfd = -1;
+}
+
+static void on_ready(struct pool *p, uint64_t key)
+{
+	struct afio_req *r;
+	struct slot *s;
+	uint32_t index = key >> 32;
+	ssize_t res;
+
+	pthread_mutex_lock(&p->lock);
+	s = &p->slots[index];
+	r = s->where == W_ARMED ? s->req : NULL;
+	if (!r || r->gen != (uint32_t)key) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	disarm_locked(p, s);
+	s->where = W_RUNNING;
+	pthread_mutex_unlock(&p->lock);
+
+	res = sock_xfer(r);
+
+	pthread_mutex_lock(&p->lock);
+	if (res == -EAGAIN && !s->cancel && !arm_locked(p, r)) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	finish_locked(p, r, s->cancel && res == -EAGAIN ? -ECANCELED : res);
+	pthread_mutex_unlock(&p->lock);
+	signal_owner(p);
+}
+
+static void *poller_main(void *arg)
+{
+	struct pool *p = arg;
+	struct epoll_event ev[64];
+	int n;
+
+	for (;;) {
+		n = epoll_wait(p->epfd, ev, 64, -1);
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.u64 == POLLER_WAKE_KEY)
+				return NULL;
+			on_ready(p, ev[i].data.u64);
+		}
+	}
+}
+
+/* ---- workers ---- */
+
+/* ASYNC: hold this worker until the socket is ready or the request is canceled. */
+static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
+{
+	struct slot *s = slot_of(w->pool, r);
+	struct pollfd pfd[2] = {
+		{ .fd = r->fd, .events = r->op == AFIO_OP_RECV ? POLLIN : POLLOUT },
+		{ .fd = w->wakefd, .events = POLLIN },
+	};
+	uint64_t v;
+	ssize_t n;
+	bool cancel;
+
+	for (;;) {
+		n = sock_xfer(r);
+		if (n != -EAGAIN)
+			return n;
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			return -errno;
+		if (pfd[1].revents) {
+			(void)!read(w->wakefd, &v, sizeof(v));
+			pthread_mutex_lock(&w->pool->lock);
+			cancel = s->cancel;
+			pthread_mutex_unlock(&w->pool->lock);
+			if (cancel)
+				return -ECANCELED;
+		}
+	}
+}
+
+static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
+{
+	struct pool *p = w->pool;
+	struct slot *s = slot_of(p, r);
+	ssize_t n;
+
+	switch (r->op) {
+	case AFIO_OP_FSYNC:
+		return do_fsync(r);
+	case AFIO_OP_RECV:
+	case AFIO_OP_SEND:
+		if (p->mode == AFIO_MODE_ASYNC)
+			return sock_wait_xfer(w, r);
+		n = sock_xfer(r);
+		if (n != -EAGAIN)
+			return n;
+		pthread_mutex_lock(&p->lock);
+		*armed = !s->cancel && !arm_locked(p, r);
+		pthread_mutex_unlock(&p->lock);
+		/* Not pollable or canceled: wait here after all. */
+		return *armed ? 0 : sock_wait_xfer(w, r);
+	default:
+		if (p->mode == AFIO_MODE_HYBRID && !s->progress) {
+			n = file_rw(r, &s->progress, RWF_NOWAIT);
+			if (n >= 0 && (size_t)n == afio_req_bytes(r))
+				return n;
+			if (n < 0 && n != -EAGAIN && n != -EOPNOTSUPP)
+				return n;
+		}
+		return file_rw(r, &s->progress, 0);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct pool *p = w->pool;
+	struct afio_req *r;
+	bool armed;
+	ssize_t res;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->stop && !p->work.head)
+			pthread_cond_wait(&p->cond, &p->lock);
+		r = afio_reqq_pop(&p->work);
+		if (!r)
+			break;
+		slot_of(p, r)->where = W_RUNNING;
+		slot_of(p, r)->worker = w;
+		pthread_mutex_unlock(&p->lock);
+
+		armed = false;
+		res = perform(w, r, &armed);
+
+		pthread_mutex_lock(&p->lock);
+		if (!armed) {
+			finish_locked(p, r, res);
+			pthread_mutex_unlock(&p->lock);
+			signal_owner(p);
+			pthread_mutex_lock(&p->lock);
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* ---- INLINE: a first try in the caller ---- */
+
+/* true when r was finished or armed here, false when a worker must do it. */
+static bool try_inline(struct pool *p, struct afio_req *r)
+{
+	struct slot *s = slot_of(p, r);
+	ssize_t n;
+	int ret;
+
+	switch (r->op) {
+	case AFIO_OP_FSYNC:
+		return false;
+	case AFIO_OP_RECV:
+	case AFIO_OP_SEND:
+		n = sock_xfer(r);
+		if (n == -EAGAIN) {
+			pthread_mutex_lock(&p->lock);
+			ret = arm_locked(p, r);
+			pthread_mutex_unlock(&p->lock);
+			return !ret;
+		}
+		break;
+	default:
+		n = file_rw(r, &s->progress, RWF_NOWAIT);
+		if (n == -EAGAIN || n == -EOPNOTSUPP ||
+		    (n >= 0 && (size_t)n < afio_req_bytes(r) && n))
+			return false;
+		break;
+	}
+	afio_count_nowait(r->ctx);
+	afio_req_done(r, n);
+	return true;
+}
+
+/* ---- the ops ---- */
+
+static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
+{
+	struct pool *p = e->priv;
+	struct afio_reqq batch;
+	struct afio_req *r;
+	int n = 0;
+
+	afio_reqq_init(&batch);
+	while ((r = afio_reqq_pop(q))) {
+		struct slot *s = slot_of(p, r);
+
+		afio_engine_take(e, r);
+		s->req = r;
+		s->cancel = false;
+		s->progress = 0;
+		s->armfd = -1;
+		n++;
+		if (p->mode == AFIO_MODE_INLINE && try_inline(p, r))
+			continue;
+		s->where = W_QUEUED;
+		afio_reqq_push(&batch, r);
+	}
+	if (batch.head) {
+		unsigned count = batch.count;
+
+		pthread_mutex_lock(&p->lock);
+		afio_reqq_splice(&p->work, &batch);
+		if (count > 1)
+			pthread_cond_broadcast(&p->cond);
+		else
+			pthread_cond_signal(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+	}
+	return n;
+}
+
+static void threads_reap(struct afio_engine *e)
+{
+	struct pool *p = e->priv;
+	struct afio_reqq done;
+	struct afio_req *r;
+
+	atomic_store(&p->signaled, false);
+	pthread_mutex_lock(&p->lock);
+	done = p->finished;
+	if (done.head)
+		done.tail = p->finished.tail;
+	afio_reqq_init(&p->finished);
+	pthread_mutex_unlock(&p->lock);
+	while ((r = afio_reqq_pop(&done)))
+		afio_req_done(r, r->res);
+}
+
+/* Not yet started or still waiting for readiness: -ECANCELED now.  A worker
+   waiting on a socket (ASYNC) is woken and gives up; a file request that a
+   worker has started finishes normally. */
+static void threads_cancel(struct afio_engine *e, struct afio_req *r)
+{
+	struct pool *p = e->priv;
+	struct slot *s = slot_of(p, r);
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&p->lock);
+	s->cancel = true;
+	switch (s->where) {
+	case W_QUEUED:
+		afio_reqq_remove(&p->work, r);
+		finish_locked(p, r, -ECANCELED);
+		break;
+	case W_ARMED:
+		disarm_locked(p, s);
+		finish_locked(p, r, -ECANCELED);
+		break;
+	case W_RUNNING:
+		if (s->worker && afio_op_is_socket(r->op))
+			(void)!write(s->worker->wakefd, &one, sizeof(one));
+		break;
+	default:
+		break;
+	}
+	pthread_mutex_unlock(&p->lock);
+	signal_owner(p);
+}
+
+static void stop_threads(struct pool *p, unsigned started)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(p->workers[i].tid, NULL);
+	if (p->poller_running) {
+		(void)!write(p->poller_wake, &one, sizeof(one));
+		pthread_join(p->poller, NULL);
+	}
+}
+
+static void free_pool(struct pool *p)
+{
+	for (unsigned i = 0; p->workers && i < p->nworkers; i++)
+		if (p->workers[i].wakefd >= 0)
+			close(p->workers[i].wakefd);
+	if (p->poller_wake >= 0)
+		close(p->poller_wake);
+	if (p->epfd >= 0)
+		close(p->epfd);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	free(p->workers);
+	free(p->slots);
+	free(p);
+}
+
+static int start_workers(struct pool *p, char *reason, size_t len)
+{
+	sigset_t all, old;
+	unsigned i;
+	int ret = 0;
+
+	/* Workers take no signals: they belong to the application's threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (i = 0; i < p->nworkers; i++) {
+		ret = -pthread_create(&p->workers[i].tid, NULL, worker_main, &p->workers[i]);
+		if (ret)
+			break;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		afio_reason(reason, len, "threads: pthread_create: %s", strerror(-ret));
+		stop_threads(p, i);
+	}
+	return ret;
+}
+
+static int threads_init(struct afio_engine *e, const struct afio_config *cfg,
+			char *reason, size_t len)
+{
+	struct epoll_event wake = { .events = EPOLLIN, .data.u64 = POLLER_WAKE_KEY };
+	struct pool *p;
+	int ret;
+
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	afio_reqq_init(&p->work);
+	afio_reqq_init(&p->finished);
+	p->mode = cfg->mode;
+	p->evfd = afio_ctx_eventfd(e->ctx);
+	p->nworkers = cfg->threads;
+	p->epfd = epoll_create1(EPOLL_CLOEXEC);
+	p->poller_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	p->slots = calloc(afio_ctx_entries(e->ctx), sizeof(*p->slots));
+	p->workers = calloc(p->nworkers, sizeof(*p->workers));
+	for (unsigned i = 0; p->workers && i < p->nworkers; i++)
+		p->workers[i].wakefd = -1;
+	if (p->epfd < 0 || p->poller_wake < 0) {
+		ret = -errno;
+		afio_reason(reason, len, "threads: %s", strerror(-ret));
+		goto fail;
+	}
+	ret = -ENOMEM;
+	if (!p->slots || !p->workers)
+		goto fail;
+	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->poller_wake, &wake) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	for (unsigned i = 0; i < p->nworkers; i++) {
+		p->workers[i].pool = p;
+		p->workers[i].wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (p->workers[i].wakefd < 0) {
+			ret = -errno;
+			goto fail;
+		}
+	}
+	ret = start_workers(p, reason, len);
+	if (ret)
+		goto fail;
+	e->priv = p;
+	return 0;
+fail:
+	free_pool(p);
+	return ret;
+}
+
+static void threads_exit(struct afio_engine *e)
+{
+	struct pool *p = e->priv;
+
+	stop_threads(p, p->nworkers);
+	free_pool(p);
+	e->priv = NULL;
+}
+
+static int threads_probe(const struct afio_config *cfg, char *reason, size_t len)
+{
+	(void)cfg;
+	afio_reason(reason, len, "threads: available");
+	return 0;
+}
+
+static int threads_describe(const struct afio_engine *e, char *buf, size_t len)
+{
+	const struct pool *p = e->priv;
+
+	return snprintf(buf, len, "threads: %u workers, mode %s", p->nworkers,
+			afio_mode_name(p->mode));
+}
+
+const struct afio_backend_ops afio_backend_threads = {
+	.id = AFIO_BACKEND_THREADS,
+	.name = "threads",
+	.probe = threads_probe,
+	.init = threads_init,
+	.exit = threads_exit,
+	.submit = threads_submit,
+	.reap = threads_reap,
+	.cancel = threads_cancel,
+	.describe = threads_describe,
+};

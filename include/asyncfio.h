@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libasyncfio: asynchronous file and socket I/O on Linux over io_uring,
+ * Linux AIO or a thread pool, chosen at run time.
+ *
+ * Conventions: calls that can fail return 0 (or a count) on success and
+ * -errno on failure; nothing sets errno.  A context is used by one thread at
+ * a time; use one context per thread.
+ */
+#ifndef ASYNCFIO_H
+#define ASYNCFIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define AFIO_API __attribute__((visibility("default")))
+#else
+#define AFIO_API
+#endif
+
+typedef struct afio_ctx afio_ctx;
+
+enum afio_backend {
+	AFIO_BACKEND_AUTO,	/* io_uring, else libaio, else threads */
+	AFIO_BACKEND_IO_URING,
+	AFIO_BACKEND_LIBAIO,
+	AFIO_BACKEND_THREADS,
+};
+#define AFIO_BACKEND_MAX AFIO_BACKEND_THREADS
+
+enum afio_mode {
+	AFIO_MODE_INLINE,	/* try without blocking first, then hand on */
+	AFIO_MODE_ASYNC,	/* a worker does every request, blocking */
+	AFIO_MODE_HYBRID,	/* a worker tries without blocking, then waits by readiness */
+};
+
+/* struct afio_config.flags */
+#define AFIO_NO_FALLBACK	(1u << 0) /* the asked backend or an error, never another */
+#define AFIO_SQPOLL		(1u << 1) /* io_uring: a kernel thread polls the ring */
+
+/* afio_fsync() flags */
+#define AFIO_FSYNC_DATASYNC	(1u << 0) /* fdatasync(2) instead of fsync(2) */
+
+struct afio_config {
+	enum afio_backend backend;	/* default AUTO */
+	enum afio_mode mode;		/* default INLINE */
+	unsigned entries;		/* requests queued or in flight at most (default 256) */
+	unsigned threads;		/* thread-pool workers (default 4) */
+	unsigned flags;			/* AFIO_NO_FALLBACK, AFIO_SQPOLL */
+	unsigned ring_entries;		/* io_uring submission ring size (0: min(entries, 256)) */
+	unsigned reserved[8];		/* zero */
+};
+
+struct afio_stats {
+	uint64_t submitted;	/* requests accepted by afio_read() and friends */
+	uint64_t completed;	/* callbacks run */
+	uint64_t in_flight;	/* accepted and not yet completed */
+	uint64_t fallbacks;	/* requests the backend handed to the thread pool */
+	uint64_t canceled;	/* completed with -ECANCELED */
+	uint64_t nowait;	/* finished at once, without waiting (INLINE mode) */
+	uint64_t reserved[6];
+};
+
+/*
+ * Completion callback.  res: bytes transferred (0 at end of file or when the
+ * peer closed), or -errno.  Runs inside afio_poll() (or afio_destroy()),
+ * never elsewhere and never on another thread.  It may queue new requests
+ * and cancel others; it must not call afio_poll() or afio_destroy().
+ */
+typedef void (*afio_cb)(void *data, ssize_t res);
+
+AFIO_API void afio_config_init(struct afio_config *cfg);
+
+/* cfg may be NULL for the defaults.  The environment (AFIO_BACKEND,
+   AFIO_MODE) overrides a backend or mode left at its default. */
+AFIO_API int afio_create(afio_ctx **ctx, const struct afio_config *cfg);
+
+/* Cancels everything in flight, runs each pending callback exactly once
+   (-ECANCELED or its real result), then frees the context. */
+AFIO_API void afio_destroy(afio_ctx *ctx);
+
+AFIO_API enum afio_backend afio_backend(const afio_ctx *ctx);
+AFIO_API enum afio_mode afio_mode(const afio_ctx *ctx);
+AFIO_API const char *afio_backend_name(enum afio_backend b);
+AFIO_API const char *afio_mode_name(enum afio_mode m);
+
+/* Parse "io_uring"/"libaio"/"threads"/"auto" or "inline"/"async"/"hybrid";
+   -EINVAL for anything else. */
+AFIO_API int afio_backend_parse(const char *name, enum afio_backend *b);
+AFIO_API int afio_mode_parse(const char *name, enum afio_mode *m);
+
+/* Queue a request.  Nothing reaches the kernel before afio_submit() or
+   afio_poll().  -EAGAIN when `entries` requests are queued or in flight,
+   -EINVAL for a NULL buffer, iovec or callback, a negative or too large
+   iovec count, a length over SSIZE_MAX or an offset over INT64_MAX,
+   -EBADF for a negative fd.  Errors of the I/O itself arrive at the
+   callback. */
+AFIO_API int afio_read(afio_ctx *ctx, int fd, void *buf, size_t len, uint64_t off,
+		       afio_cb cb, void *data);
+AFIO_API int afio_write(afio_ctx *ctx, int fd, const void *buf, size_t len, uint64_t off,
+			afio_cb cb, void *data);
+AFIO_API int afio_readv(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,
+			afio_cb cb, void *data);
+AFIO_API int afio_writev(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,
+			 afio_cb cb, void *data);
+AFIO_API int afio_fsync(afio_ctx *ctx, int fd, unsigned flags, afio_cb cb, void *data);
+AFIO_API int afio_recv(afio_ctx *ctx, int fd, void *buf, size_t len, int flags,
+		       afio_cb cb, void *data);
+AFIO_API int afio_send(afio_ctx *ctx, int fd, const void *buf, size_t len, int flags,
+		       afio_cb cb, void *data);
+
+/* Hand queued requests over to the backend; returns how many went. */
+AFIO_API int afio_submit(afio_ctx *ctx);
+
+/* Submits what is queued, waits until at least min_complete requests are
+   done, nothing is left in flight, or timeout_ms passed (-1: no limit, 0:
+   do not wait), runs the callbacks of the finished ones and returns how
+   many ran.  -EBUSY when called from a callback. */
+AFIO_API int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms);
+
+/* Non-blocking eventfd, readable while completions wait for afio_poll().
+   Owned by the context: do not read or close it. */
+AFIO_API int afio_eventfd(afio_ctx *ctx);
+
+/* Every request queued with `data` completes with -ECANCELED unless it
+   finishes first.  Returns how many requests matched, -ENOENT if none. */
+AFIO_API int afio_cancel(afio_ctx *ctx, void *data);
+
+AFIO_API int afio_stats(const afio_ctx *ctx, struct afio_stats *st);
+
+/* 0 when backend b can run here; else -errno and a one-line reason. */
+AFIO_API int afio_probe(enum afio_backend b, char *reason, size_t reason_len);
+
+/* Why backend b was skipped when this context was created ("" if it was
+   not tried or not skipped). */
+AFIO_API const char *afio_skip_reason(const afio_ctx *ctx, enum afio_backend b);
+
+/* One line on how the running backend is set up (ring sizes, setup flags,
+   workers); returns its length or -errno. */
+AFIO_API int afio_describe(const afio_ctx *ctx, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ASYNCFIO_H */

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/* The ordered table of backends and selection among them. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "context.h"
+
+const struct afio_backend_ops *const afio_backends[] = {
+#ifdef AFIO_HAVE_IO_URING
+	&afio_backend_io_uring,
+#endif
+#ifdef AFIO_HAVE_LIBAIO
+	&afio_backend_libaio,
+#endif
+	&afio_backend_threads,
+	NULL,
+};
+
+const struct afio_backend_ops *afio_backend_ops(enum afio_backend b)
+{
+	for (const struct afio_backend_ops *const *o = afio_backends; *o; o++)
+		if ((*o)->id == b)
+			return *o;
+	return NULL;
+}
+
+static const char *const backend_names[] = {
+	[AFIO_BACKEND_AUTO] = "auto",
+	[AFIO_BACKEND_IO_URING] = "io_uring",
+	[AFIO_BACKEND_LIBAIO] = "libaio",
+	[AFIO_BACKEND_THREADS] = "threads",
+};
+
+static const char *const mode_names[] = {
+	[AFIO_MODE_INLINE] = "inline",
+	[AFIO_MODE_ASYNC] = "async",
+	[AFIO_MODE_HYBRID] = "hybrid",
+};
+
+const char *afio_backend_name(enum afio_backend b)
+{
+	if ((unsigned)b > AFIO_BACKEND_MAX)
+		return "unknown";
+	return backend_names[b];
+}
+
+const char *afio_mode_name(enum afio_mode m)
+{
+	if ((unsigned)m > AFIO_MODE_HYBRID)
+		return "unknown";
+	return mode_names[m];
+}
+
+int afio_backend_parse(const char *name, enum afio_backend *b)
+{
+	if (!name || !b)
+		return -EINVAL;
+	for (unsigned i = 0; i <= AFIO_BACKEND_MAX; i++) {
+		if (!strcasecmp(name, backend_names[i])) {
+			*b = (enum afio_backend)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int afio_mode_parse(const char *name, enum afio_mode *m)
+{
+	if (!name || !m)
+		return -EINVAL;
+	for (unsigned i = 0; i <= AFIO_MODE_HYBRID; i++) {
+		if (!strcasecmp(name, mode_names[i])) {
+			*m = (enum afio_mode)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+void afio_reason(char *reason, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!reason || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(reason, len, fmt, ap);
+	va_end(ap);
+}
+
+int afio_read_sysctl(const char *path, char *buf, size_t len)
+{
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+static void not_built(enum afio_backend b, char *reason, size_t len)
+{
+	afio_reason(reason, len, "%s: not built into this library (its development "
+		    "package was missing at build time)", afio_backend_name(b));
+}
+
+/* Probe then init one candidate; keeps the reason when it cannot run. */
+static int try_backend(struct afio_ctx *ctx, const struct afio_backend_ops *ops)
+{
+	char *reason = ctx->skip_reason[ops->id];
+	int ret;
+
+	ret = ops->probe(&ctx->cfg, reason, AFIO_REASON_LEN);
+	if (ret)
+		return ret;
+	ctx->primary.ops = ops;
+	ctx->primary.ctx = ctx;
+	ret = ops->init(&ctx->primary, &ctx->cfg, reason, AFIO_REASON_LEN);
+	if (ret) {
+		ctx->primary.ops = NULL;
+		return ret;
+	}
+	reason[0] = '\0';
+	return 0;
+}
+
+int afio_select_backend(struct afio_ctx *ctx)
+{
+	enum afio_backend want = ctx->cfg.backend;
+	const struct afio_backend_ops *ops;
+	int ret = -ENOTSUP;
+
+	if (want != AFIO_BACKEND_AUTO) {
+		ops = afio_backend_ops(want);
+		if (ops)
+			ret = try_backend(ctx, ops);
+		else
+			not_built(want, ctx->skip_reason[want], AFIO_REASON_LEN);
+		if (!ret || (ctx->cfg.flags & AFIO_NO_FALLBACK))
+			return ret;
+	}
+	for (const struct afio_backend_ops *const *o = afio_backends; *o; o++) {
+		if ((*o)->id == want)
+			continue;
+		ret = try_backend(ctx, *o);
+		if (!ret)
+			return 0;
+	}
+	return ret;
+}
+
+int afio_probe(enum afio_backend b, char *reason, size_t reason_len)
+{
+	const struct afio_backend_ops *ops;
+	struct afio_config cfg;
+	int ret = -ENOTSUP;
+
+	afio_config_init(&cfg);
+	if (b == AFIO_BACKEND_AUTO) {
+		for (const struct afio_backend_ops *const *o = afio_backends; *o; o++) {
+			ret = (*o)->probe(&cfg, reason, reason_len);
+			if (!ret) {
+				afio_reason(reason, reason_len, "auto picks %s", (*o)->name);
+				return 0;
+			}
+		}
+		return ret;
+	}
+	if ((unsigned)b > AFIO_BACKEND_MAX) {
+		afio_reason(reason, reason_len, "no such backend (%d)", (int)b);
+		return -EINVAL;
+	}
+	ops = afio_backend_ops(b);
+	if (!ops) {
+		not_built(b, reason, reason_len);
+		return -ENOTSUP;
+	}
+	ret = ops->probe(&cfg, reason, reason_len);
+	if (!ret)
+		afio_reason(reason, reason_len, "%s: available", ops->name);
+	return ret;
+}

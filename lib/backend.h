@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The contract between the core and a backend.  Each backend fills in one
+ * const struct afio_backend_ops; the core walks afio_backends[] in order and
+ * the first whose probe and init succeed runs the context.  The core knows
+ * nothing else about a backend.
+ *
+ * Threading: every op runs on the thread that owns the context, except that
+ * the thread-pool engine completes work on its own threads and hands results
+ * back through its reap op.
+ */
+#ifndef AFIO_BACKEND_H
+#define AFIO_BACKEND_H
+
+#include <stdbool.h>
+
+#include "asyncfio.h"
+#include "request.h"
+
+struct afio_ctx;
+
+/* One running instance of a backend inside a context.  A context has its
+   primary engine and, once something is routed there, a thread-pool one. */
+struct afio_engine {
+	const struct afio_backend_ops *ops;
+	struct afio_ctx *ctx;
+	void *priv;
+	unsigned handed;	/* requests this engine owns now */
+};
+
+struct afio_backend_ops {
+	enum afio_backend id;
+	const char *name;
+
+	/* 0 when the backend can run with cfg; else -errno and a reason. */
+	int (*probe)(const struct afio_config *cfg, char *reason, size_t len);
+
+	/* Set up e->priv.  On failure, -errno and a reason. */
+	int (*init)(struct afio_engine *e, const struct afio_config *cfg,
+		    char *reason, size_t len);
+
+	/* Free everything; the core calls it only when e->handed is 0. */
+	void (*exit)(struct afio_engine *e);
+
+	/*
+	 * Take requests from the head of q and start them; leave at the head
+	 * what cannot go now (a full kernel queue), to be retried after a reap.
+	 * A request the engine cannot do well goes to afio_route_to_pool();
+	 * one that fails at once is finished with afio_req_done().  Returns
+	 * how many were taken, or -errno when none could be.
+	 */
+	int (*submit)(struct afio_engine *e, struct afio_reqq *q);
+
+	/* Finish (afio_req_done) whatever completed; never blocks. */
+	void (*reap)(struct afio_engine *e);
+
+	/* Optional: block up to timeout_ms (-1: no limit) until reap would find
+	   something.  Without it the core waits on the context's eventfd. */
+	int (*wait)(struct afio_engine *e, int timeout_ms);
+
+	/* Ask for r (owned by e) to stop; it still completes through reap. */
+	void (*cancel)(struct afio_engine *e, struct afio_req *r);
+
+	/* Optional: one line on how the engine is set up. */
+	int (*describe)(const struct afio_engine *e, char *buf, size_t len);
+};
+
+extern const struct afio_backend_ops afio_backend_io_uring;
+extern const struct afio_backend_ops afio_backend_libaio;
+extern const struct afio_backend_ops afio_backend_threads;
+
+/* Candidates for AUTO, best first. */
+extern const struct afio_backend_ops *const afio_backends[];
+
+/* The ops for b, or NULL when b was not built in. */
+const struct afio_backend_ops *afio_backend_ops(enum afio_backend b);
+
+/* ---- what the core offers backends ---- */
+
+/* The engine now owns r (popped from the submit queue). */
+static inline void afio_engine_take(struct afio_engine *e, struct afio_req *r)
+{
+	r->engine = e;
+	r->state = AFIO_REQ_HANDED;
+	e->handed++;
+}
+
+/* Record r's result; its callback runs in the next afio_poll().  Owner
+   thread only; r leaves its engine. */
+void afio_req_done(struct afio_req *r, ssize_t res);
+
+/* Hand r to the context's thread pool (created on first use) and count it
+   in stats.fallbacks.  Owner thread only. */
+void afio_route_to_pool(struct afio_engine *from, struct afio_req *r);
+
+/* The context's eventfd, which every engine makes readable when it has
+   completions for reap. */
+int afio_ctx_eventfd(const struct afio_ctx *ctx);
+enum afio_mode afio_ctx_mode(const struct afio_ctx *ctx);
+unsigned afio_ctx_entries(const struct afio_ctx *ctx);
+
+/* Counts a request that finished at once, in the caller (stats.nowait). */
+void afio_count_nowait(struct afio_ctx *ctx);
+
+/* snprintf into reason, tolerating a NULL or zero-sized buffer. */
+void afio_reason(char *reason, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Reads a whole /proc/sys file's first line into buf; -errno on failure. */
+int afio_read_sysctl(const char *path, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/* Context life cycle: configuration, backend choice, slots, teardown. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "context.h"
+
+#define AFIO_DEFAULT_ENTRIES	256
+#define AFIO_DEFAULT_THREADS	4
+#define AFIO_MAX_ENTRIES	(1u << 20)
+#define AFIO_MAX_THREADS	1024
+#define AFIO_KNOWN_FLAGS	(AFIO_NO_FALLBACK | AFIO_SQPOLL)
+
+void afio_config_init(struct afio_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->backend = AFIO_BACKEND_AUTO;
+	cfg->mode = AFIO_MODE_INLINE;
+	cfg->entries = AFIO_DEFAULT_ENTRIES;
+	cfg->threads = AFIO_DEFAULT_THREADS;
+}
+
+/* Only what the caller left at its default gives way to the environment. */
+static int apply_env(struct afio_config *cfg)
+{
+	const char *v;
+	int ret;
+
+	v = secure_getenv("AFIO_BACKEND");
+	if (v && *v && cfg->backend == AFIO_BACKEND_AUTO) {
+		ret = afio_backend_parse(v, &cfg->backend);
+		if (ret)
+			return ret;
+	}
+	v = secure_getenv("AFIO_MODE");
+	if (v && *v && cfg->mode == AFIO_MODE_INLINE) {
+		ret = afio_mode_parse(v, &cfg->mode);
+		if (ret)
+			return ret;
+	}
+	v = secure_getenv("AFIO_NO_FALLBACK");
+	if (v && *v && strcmp(v, "0"))
+		cfg->flags |= AFIO_NO_FALLBACK;
+	return 0;
+}
+
+static int check_config(struct afio_config *cfg)
+{
+	if ((unsigned)cfg->backend > AFIO_BACKEND_MAX ||
+	    (unsigned)cfg->mode > AFIO_MODE_HYBRID ||
+	    (cfg->flags & ~AFIO_KNOWN_FLAGS) ||
+	    cfg->entries > AFIO_MAX_ENTRIES || cfg->threads > AFIO_MAX_THREADS)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(cfg->reserved) / sizeof(cfg->reserved[0]); i++)
+		if (cfg->reserved[i])
+			return -EINVAL;
+	if (!cfg->entries)
+		cfg->entries = AFIO_DEFAULT_ENTRIES;
+	if (!cfg->threads)
+		cfg->threads = AFIO_DEFAULT_THREADS;
+	return 0;
+}
+
+static int init_slots(struct afio_ctx *ctx)
+{
+	unsigned n = ctx->cfg.entries;
+
+	ctx->slots = calloc(n, sizeof(*ctx->slots));
+	if (!ctx->slots)
+		return -ENOMEM;
+	for (unsigned i = n; i-- > 0;) {
+		ctx->slots[i].index = i;
+		ctx->slots[i].ctx = ctx;
+		ctx->slots[i].next = ctx->free_slots;
+		ctx->free_slots = &ctx->slots[i];
+	}
+	return 0;
+}
+
+int afio_create(afio_ctx **out, const struct afio_config *cfg)
+{
+	struct afio_ctx *ctx;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	if (cfg)
+		ctx->cfg = *cfg;
+	else
+		afio_config_init(&ctx->cfg);
+	afio_reqq_init(&ctx->queue);
+	afio_reqq_init(&ctx->done);
+	ctx->evfd = -1;
+
+	ret = apply_env(&ctx->cfg);
+	if (!ret)
+		ret = check_config(&ctx->cfg);
+	if (!ret)
+		ret = init_slots(ctx);
+	if (ret)
+		goto fail;
+	ctx->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ctx->evfd < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	ret = afio_select_backend(ctx);
+	if (ret)
+		goto fail;
+	*out = ctx;
+	return 0;
+fail:
+	if (ctx->evfd >= 0)
+		close(ctx->evfd);
+	free(ctx->slots);
+	free(ctx);
+	return ret;
+}
+
+enum afio_backend afio_backend(const afio_ctx *ctx)
+{
+	return ctx->primary.ops->id;
+}
+
+enum afio_mode afio_mode(const afio_ctx *ctx)
+{
+	return ctx->cfg.mode;
+}
+
+int afio_eventfd(afio_ctx *ctx)
+{
+	return ctx ? ctx->evfd : -EINVAL;
+}
+
+int afio_ctx_eventfd(const struct afio_ctx *ctx)
+{
+	return ctx->evfd;
+}
+
+enum afio_mode afio_ctx_mode(const struct afio_ctx *ctx)
+{
+	return ctx->cfg.mode;
+}
+
+unsigned afio_ctx_entries(const struct afio_ctx *ctx)
+{
+	return ctx->cfg.entries;
+}
+
+const char *afio_skip_reason(const afio_ctx *ctx, enum afio_backend b)
+{
+	if (!ctx || (unsigned)b > AFIO_BACKEND_MAX)
+		return "";
+	return ctx->skip_reason[b];
+}
+
+int afio_describe(const afio_ctx *ctx, char *buf, size_t len)
+{
+	const struct afio_engine *e;
+
+	if (!ctx || !buf || !len)
+		return -EINVAL;
+	e = &ctx->primary;
+	if (e->ops->describe)
+		return e->ops->describe(e, buf, len);
+	return snprintf(buf, len, "%s", e->ops->name);
+}
+
+int afio_stats(const afio_ctx *ctx, struct afio_stats *st)
+{
+	if (!ctx || !st)
+		return -EINVAL;
+	*st = ctx->st;
+	st->in_flight = ctx->st.submitted - ctx->st.completed;
+	return 0;
+}
+
+static void exit_engine(struct afio_engine *e)
+{
+	if (e->ops)
+		e->ops->exit(e);
+	e->ops = NULL;
+}
+
+void afio_destroy(afio_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	ctx->closing = true;
+	afio_cancel_all(ctx);
+	afio_drain(ctx);
+	exit_engine(&ctx->pool);
+	exit_engine(&ctx->primary);
+	close(ctx->evfd);
+	free(ctx->slots);
+	free(ctx);
+}

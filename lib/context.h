@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AFIO_CONTEXT_H
+#define AFIO_CONTEXT_H
+
+#include <stdbool.h>
+
+#include "asyncfio.h"
+#include "backend.h"
+#include "request.h"
+
+#define AFIO_REASON_LEN 192
+
+struct afio_ctx {
+	struct afio_engine primary;
+	struct afio_engine pool;	/* ops NULL until something is routed */
+	struct afio_reqq queue;		/* accepted, not yet handed over */
+	struct afio_reqq done;		/* finished, callbacks pending */
+	struct afio_req *free_slots;
+	struct afio_req *slots;
+	struct afio_config cfg;
+	struct afio_stats st;
+	int evfd;
+	bool in_poll;
+	bool closing;
+	char skip_reason[AFIO_BACKEND_MAX + 1][AFIO_REASON_LEN];
+};
+
+void afio_config_from_env(struct afio_config *cfg);
+int afio_select_backend(struct afio_ctx *ctx);
+
+/* Cancel everything queued or in flight (destroy). */
+void afio_cancel_all(struct afio_ctx *ctx);
+/* Reap and run callbacks until nothing is in flight (destroy). */
+void afio_drain(struct afio_ctx *ctx);
+
+#endif

@@ -1,0 +1,428 @@
+/* SPDX-License-Identifier: MIT */
+/* Request intake, hand-over to the engines, completion delivery, cancel. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "context.h"
+
+int afio_reqq_remove(struct afio_reqq *q, struct afio_req *r)
+{
+	struct afio_req **pp;
+
+	for (pp = &q->head; *pp; pp = &(*pp)->next) {
+		if (*pp != r)
+			continue;
+		*pp = r->next;
+		if (q->tail == &r->next)
+			q->tail = pp;
+		q->count--;
+		r->next = NULL;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+size_t afio_req_bytes(const struct afio_req *r)
+{
+	size_t n = 0;
+
+	if (r->op != AFIO_OP_READV && r->op != AFIO_OP_WRITEV)
+		return r->len;
+	for (size_t i = 0; i < r->len; i++)
+		n += r->iov[i].iov_len;
+	return n;
+}
+
+/* ---- intake ---- */
+
+static struct afio_req *get_slot(struct afio_ctx *ctx, int *err)
+{
+	struct afio_req *r;
+
+	if (ctx->closing) {
+		*err = -ESHUTDOWN;
+		return NULL;
+	}
+	r = ctx->free_slots;
+	if (!r) {
+		*err = -EAGAIN;
+		return NULL;
+	}
+	ctx->free_slots = r->next;
+	return r;
+}
+
+static int queue_req(struct afio_ctx *ctx, enum afio_op op, int fd, void *buf,
+		     size_t len, uint64_t off, int flags, afio_cb cb, void *data)
+{
+	struct afio_req *r;
+	int err;
+
+	r = get_slot(ctx, &err);
+	if (!r)
+		return err;
+	r->op = op;
+	r->fd = fd;
+	r->buf = buf;
+	r->len = len;
+	r->off = off;
+	r->flags = flags;
+	r->cb = cb;
+	r->data = data;
+	r->res = 0;
+	r->engine = NULL;
+	r->cancel = 0;
+	r->gen++;
+	r->state = AFIO_REQ_QUEUED;
+	afio_reqq_push(&ctx->queue, r);
+	ctx->st.submitted++;
+	return 0;
+}
+
+static int check_common(afio_ctx *ctx, int fd, afio_cb cb)
+{
+	if (!ctx || !cb)
+		return -EINVAL;
+	if (fd < 0)
+		return -EBADF;
+	return 0;
+}
+
+static int check_buf(const void *buf, size_t len, uint64_t off)
+{
+	if (!buf || len > SSIZE_MAX || off > INT64_MAX)
+		return -EINVAL;
+	return 0;
+}
+
+static int check_iov(const struct iovec *iov, int cnt, uint64_t off)
+{
+	size_t total = 0;
+
+	if (!iov || cnt < 0 || cnt > IOV_MAX || off > INT64_MAX)
+		return -EINVAL;
+	for (int i = 0; i < cnt; i++) {
+		if (!iov[i].iov_base && iov[i].iov_len)
+			return -EINVAL;
+		if (iov[i].iov_len > SSIZE_MAX - total)
+			return -EINVAL;
+		total += iov[i].iov_len;
+	}
+	return 0;
+}
+
+int afio_read(afio_ctx *ctx, int fd, void *buf, size_t len, uint64_t off,
+	      afio_cb cb, void *data)
+{
+	int ret = check_common(ctx, fd, cb);
+
+	if (!ret)
+		ret = check_buf(buf, len, off);
+	if (ret)
+		return ret;
+	return queue_req(ctx, AFIO_OP_READ, fd, buf, len, off, 0, cb, data);
+}
+
+int afio_write(afio_ctx *ctx, int fd, const void *buf, size_t len, uint64_t off,
+	       afio_cb cb, void *data)
+{
+	int ret = check_common(ctx, fd, cb);
+
+	if (!ret)
+		ret = check_buf(buf, len, off);
+	if (ret)
+		return ret;
+	return queue_req(ctx, AFIO_OP_WRITE, fd, (void *)buf, len, off, 0, cb, data);
+}
+
+int afio_readv(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,
+	       afio_cb cb, void *data)
+{
+	int ret = check_common(ctx, fd, cb);
+
+	if (!ret)
+		ret = check_iov(iov, cnt, off);
+	if (ret)
+		return ret;
+	return queue_req(ctx, AFIO_OP_READV, fd, (void *)iov, cnt, off, 0, cb, data);
+}
+
+int afio_writev(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,
+		afio_cb cb, void *data)
+{
+	int ret = check_common(ctx, fd, cb);
+
+	if (!ret)
+		ret = check_iov(iov, cnt, off);
+	if (ret)
+		return ret;
+	return queue_req(ctx, AFIO_OP_WRITEV, fd, (void *)iov, cnt, off, 0, cb, data);
+}
+
+int afio_fsync(afio_ctx *ctx, int fd, unsigned flags, afio_cb cb, void *data)
+{
+	int ret = check_common(ctx, fd, cb);
+
+	if (ret)
+		return ret;
+	if (flags & ~AFIO_FSYNC_DATASYNC)
+		return -EINVAL;
+	return queue_req(ctx, AFIO_OP_FSYNC, fd, NULL, 0, 0, (int)flags, cb, data);
+}
+
+int afio_recv(afio_ctx *ctx, int fd, void *buf, size_t len, int flags,
+	      afio_cb cb, void *data)
+{
+	int ret = check_common(ctx, fd, cb);
+
+	if (!ret)
+		ret = check_buf(buf, len, 0);
+	if (ret)
+		return ret;
+	return queue_req(ctx, AFIO_OP_RECV, fd, buf, len, 0, flags, cb, data);
+}
+
+int afio_send(afio_ctx *ctx, int fd, const void *buf, size_t len, int flags,
+	      afio_cb cb, void *data)
+{
+	int ret = check_common(ctx, fd, cb);
+
+	if (!ret)
+		ret = check_buf(buf, len, 0);
+	if (ret)
+		return ret;
+	return queue_req(ctx, AFIO_OP_SEND, fd, (void *)buf, len, 0, flags, cb, data);
+}
+
+/* ---- what the engines call ---- */
+
+void afio_req_done(struct afio_req *r, ssize_t res)
+{
+	if (r->engine) {
+		r->engine->handed--;
+		r->engine = NULL;
+	}
+	r->res = res;
+	r->state = AFIO_REQ_DONE;
+	afio_reqq_push(&r->ctx->done, r);
+}
+
+void afio_count_nowait(struct afio_ctx *ctx)
+{
+	ctx->st.nowait++;
+}
+
+static int start_pool(struct afio_ctx *ctx)
+{
+	char reason[AFIO_REASON_LEN];
+	int ret;
+
+	ctx->pool.ops = &afio_backend_threads;
+	ctx->pool.ctx = ctx;
+	ret = afio_backend_threads.init(&ctx->pool, &ctx->cfg, reason, sizeof(reason));
+	if (ret)
+		ctx->pool.ops = NULL;
+	return ret;
+}
+
+void afio_route_to_pool(struct afio_engine *from, struct afio_req *r)
+{
+	struct afio_ctx *ctx = from->ctx;
+	struct afio_reqq one;
+	int ret = 0;
+
+	if (!ctx->pool.ops)
+		ret = start_pool(ctx);
+	if (ret) {
+		afio_req_done(r, ret);
+		return;
+	}
+	ctx->st.fallbacks++;
+	afio_reqq_init(&one);
+	afio_reqq_push(&one, r);
+	ret = ctx->pool.ops->submit(&ctx->pool, &one);
+	if (ret < 0 && one.head)
+		afio_req_done(afio_reqq_pop(&one), ret);
+}
+
+/* ---- hand-over and completion ---- */
+
+static int flush(struct afio_ctx *ctx)
+{
+	int ret;
+
+	if (!ctx->queue.head)
+		return 0;
+	ret = ctx->primary.ops->submit(&ctx->primary, &ctx->queue);
+	/* A full kernel queue is not an error: the rest waits for a reap. */
+	if (ret == -EAGAIN || ret == -EBUSY)
+		ret = 0;
+	return ret;
+}
+
+int afio_submit(afio_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	return flush(ctx);
+}
+
+static void reap(struct afio_ctx *ctx)
+{
+	uint64_t v;
+
+	/* Clear first, then look: a completion after the read signals again. */
+	if (read(ctx->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return;
+	ctx->primary.ops->reap(&ctx->primary);
+	if (ctx->pool.ops)
+		ctx->pool.ops->reap(&ctx->pool);
+}
+
+static unsigned run_callbacks(struct afio_ctx *ctx)
+{
+	unsigned ran = 0;
+	struct afio_req *r;
+
+	while ((r = afio_reqq_pop(&ctx->done))) {
+		afio_cb cb = r->cb;
+		void *data = r->data;
+		ssize_t res = r->res;
+
+		/* Free the slot first so that the callback can reuse it. */
+		r->state = AFIO_REQ_FREE;
+		r->next = ctx->free_slots;
+		ctx->free_slots = r;
+		ctx->st.completed++;
+		if (res == -ECANCELED)
+			ctx->st.canceled++;
+		cb(data, res);
+		ran++;
+	}
+	return ran;
+}
+
+static unsigned in_engines(const struct afio_ctx *ctx)
+{
+	return ctx->primary.handed + ctx->pool.handed;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int wait_some(struct afio_ctx *ctx, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = ctx->evfd, .events = POLLIN };
+	struct afio_engine *e = &ctx->primary;
+
+	/* The engine's own wait cannot see the pool, so use it only alone. */
+	if (e->ops->wait && !ctx->pool.handed)
+		return e->ops->wait(e, timeout_ms);
+	if (poll(&pfd, 1, timeout_ms) < 0)
+		return -errno;
+	return 0;
+}
+
+int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
+{
+	int64_t deadline = 0;
+	unsigned ran = 0;
+	int ret = 0;
+
+	if (!ctx)
+		return -EINVAL;
+	if (ctx->in_poll)
+		return -EBUSY;
+	ctx->in_poll = true;
+	if (timeout_ms > 0)
+		deadline = now_ms() + timeout_ms;
+	for (;;) {
+		ret = flush(ctx);
+		if (ret < 0)
+			break;
+		reap(ctx);
+		ran += run_callbacks(ctx);
+		if (ran >= min_complete || (!in_engines(ctx) && !ctx->queue.head)) {
+			ret = flush(ctx);
+			break;
+		}
+		if (timeout_ms > 0) {
+			int64_t left = deadline - now_ms();
+
+			if (left <= 0)
+				break;
+			ret = wait_some(ctx, left > INT_MAX ? INT_MAX : (int)left);
+		} else if (timeout_ms < 0) {
+			ret = wait_some(ctx, -1);
+		} else {
+			break;
+		}
+		if (ret < 0 && ret != -EINTR && ret != -ETIME && ret != -ETIMEDOUT)
+			break;
+		ret = 0;
+	}
+	ctx->in_poll = false;
+	if (ran)
+		return (int)ran;
+	return ret < 0 ? ret : 0;
+}
+
+/* ---- cancel ---- */
+
+static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
+{
+	if (r->state == AFIO_REQ_QUEUED) {
+		afio_reqq_remove(&ctx->queue, r);
+		afio_req_done(r, -ECANCELED);
+	} else if (r->state == AFIO_REQ_HANDED && !r->cancel) {
+		r->cancel = 1;
+		r->engine->ops->cancel(r->engine, r);
+	}
+}
+
+int afio_cancel(afio_ctx *ctx, void *data)
+{
+	int n = 0;
+
+	if (!ctx)
+		return -EINVAL;
+	for (unsigned i = 0; i < ctx->cfg.entries; i++) {
+		struct afio_req *r = &ctx->slots[i];
+
+		if (r->data != data ||
+		    (r->state != AFIO_REQ_QUEUED && r->state != AFIO_REQ_HANDED))
+			continue;
+		cancel_req(ctx, r);
+		n++;
+	}
+	return n ? n : -ENOENT;
+}
+
+void afio_cancel_all(struct afio_ctx *ctx)
+{
+	for (unsigned i = 0; i < ctx->cfg.entries; i++)
+		cancel_req(ctx, &ctx->slots[i]);
+}
+
+void afio_drain(struct afio_ctx *ctx)
+{
+	ctx->in_poll = true;
+	for (;;) {
+		reap(ctx);
+		run_callbacks(ctx);
+		if (!in_engines(ctx))
+			break;
+		wait_some(ctx, 100);
+	}
+	ctx->in_poll = false;
+}
