@@ -201,6 +201,13 @@ int afio_send(afio_ctx *ctx, int fd, const void *buf, size_t len, int flags,
 
 /* ---- what the engines call ---- */
 
+static void signal_eventfd(struct afio_ctx *ctx)
+{
+	uint64_t one = 1;
+
+	(void)!write(ctx->evfd, &one, sizeof(one));
+}
+
 void afio_req_done(struct afio_req *r, ssize_t res)
 {
 	if (r->engine) {
@@ -210,6 +217,10 @@ void afio_req_done(struct afio_req *r, ssize_t res)
 	r->res = res;
 	r->state = AFIO_REQ_DONE;
 	afio_reqq_push(&r->ctx->done, r);
+	/* Inside afio_poll() the callback runs before it returns; elsewhere
+	   (INLINE completion at submit, cancel) the eventfd must say so. */
+	if (!r->ctx->in_poll && r->ctx->done.count == 1)
+		signal_eventfd(r->ctx);
 }
 
 void afio_count_nowait(struct afio_ctx *ctx)
@@ -333,11 +344,24 @@ static int wait_some(struct afio_ctx *ctx, int timeout_ms)
 	return 0;
 }
 
+/* How long to wait next: -1 forever, 0 not at all. */
+static int time_left(int timeout_ms, int64_t deadline)
+{
+	int64_t left;
+
+	if (timeout_ms <= 0)
+		return timeout_ms;
+	left = deadline - now_ms();
+	if (left <= 0)
+		return 0;
+	return left > INT_MAX ? INT_MAX : (int)left;
+}
+
 int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 {
 	int64_t deadline = 0;
 	unsigned ran = 0;
-	int ret = 0;
+	int ret, wait_ms;
 
 	if (!ctx)
 		return -EINVAL;
@@ -352,26 +376,21 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 			break;
 		reap(ctx);
 		ran += run_callbacks(ctx);
-		if (ran >= min_complete || (!in_engines(ctx) && !ctx->queue.head)) {
-			ret = flush(ctx);
+		if (ran >= min_complete || (!in_engines(ctx) && !ctx->queue.head))
 			break;
-		}
-		if (timeout_ms > 0) {
-			int64_t left = deadline - now_ms();
-
-			if (left <= 0)
-				break;
-			ret = wait_some(ctx, left > INT_MAX ? INT_MAX : (int)left);
-		} else if (timeout_ms < 0) {
-			ret = wait_some(ctx, -1);
-		} else {
+		wait_ms = time_left(timeout_ms, deadline);
+		if (!wait_ms)
 			break;
-		}
+		ret = wait_some(ctx, wait_ms);
 		if (ret < 0 && ret != -EINTR && ret != -ETIME && ret != -ETIMEDOUT)
 			break;
-		ret = 0;
 	}
+	/* What the callbacks queued goes now, not at some later call. */
+	if (ret >= 0)
+		ret = flush(ctx);
 	ctx->in_poll = false;
+	if (ctx->done.head)
+		signal_eventfd(ctx);
 	if (ran)
 		return (int)ran;
 	return ret < 0 ? ret : 0;

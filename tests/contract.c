@@ -1,0 +1,655 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The public contract, checked on one backend in one mode (from argv).
+ * meson runs it once per backend and mode; a backend that does not probe as
+ * available here exits 77 (skipped) with the probe's reason.
+ */
+#include <check.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "asyncfio.h"
+#include "testutil.h"
+
+static enum afio_backend target_backend;
+static enum afio_mode target_mode;
+
+struct done {
+	int calls;
+	ssize_t res;
+};
+
+static void on_done(void *data, ssize_t res)
+{
+	struct done *d = data;
+
+	d->calls++;
+	d->res = res;
+}
+
+static afio_ctx *new_ctx(unsigned entries)
+{
+	return tu_ctx(target_backend, target_mode, entries);
+}
+
+/* Polls until d has completed; fails the test if afio_poll() errs. */
+static void wait_done(afio_ctx *ctx, struct done *d)
+{
+	while (!d->calls) {
+		int ret = afio_poll(ctx, 1, -1);
+
+		ck_assert_int_ge(ret, 0);
+	}
+}
+
+static void drain(afio_ctx *ctx)
+{
+	struct afio_stats st;
+
+	for (;;) {
+		ck_assert_int_eq(afio_stats(ctx, &st), 0);
+		if (!st.in_flight)
+			return;
+		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
+	}
+}
+
+static bool fd_readable(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN);
+}
+
+static void fill_random(unsigned char *buf, size_t len, unsigned *seed)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (unsigned char)rand_r(seed);
+}
+
+static int new_file(void)
+{
+	int fd = tu_tmpfile(0);
+
+	ck_assert_msg(fd >= 0, "tmpfile: %s", strerror(-fd));
+	return fd;
+}
+
+/* ---- files ---- */
+
+#define RW_FILE_SIZE (4u << 20)
+#define RW_MAX_CHUNK 65536u
+
+START_TEST(test_write_read_random)
+{
+	unsigned seed = 12345u + (unsigned)target_mode * 7 + (unsigned)target_backend;
+	unsigned char *ref = malloc(RW_FILE_SIZE), *back = calloc(1, RW_FILE_SIZE);
+	static struct done d[4096];
+	static unsigned want[4096];
+	afio_ctx *ctx = new_ctx(512);
+	unsigned nchunks = 0, off = 0;
+	int fd = new_file();
+
+	ck_assert_ptr_nonnull(ref);
+	ck_assert_ptr_nonnull(back);
+	fill_random(ref, RW_FILE_SIZE, &seed);
+
+	/* Non-overlapping chunks of random size, written all at once. */
+	while (off < RW_FILE_SIZE) {
+		unsigned len = 1 + (unsigned)rand_r(&seed) % RW_MAX_CHUNK;
+
+		if (len > RW_FILE_SIZE - off)
+			len = RW_FILE_SIZE - off;
+		ck_assert_uint_lt(nchunks, 4096);
+		while (afio_write(ctx, fd, ref + off, len, off, on_done, &d[nchunks]) == -EAGAIN)
+			ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
+		want[nchunks++] = len;
+		off += len;
+	}
+	drain(ctx);
+	for (unsigned i = 0; i < nchunks; i++) {
+		ck_assert_int_eq(d[i].calls, 1);
+		ck_assert_int_eq(d[i].res, want[i]);
+	}
+	ck_assert_int_eq(pread(fd, back, RW_FILE_SIZE, 0), RW_FILE_SIZE);
+	ck_assert_msg(!memcmp(ref, back, RW_FILE_SIZE), "file differs from what was written");
+
+	/* Reads at random offsets and sizes through the library. */
+	memset(back, 0, RW_FILE_SIZE);
+	for (int i = 0; i < 300; i++) {
+		unsigned o = (unsigned)rand_r(&seed) % RW_FILE_SIZE;
+		unsigned len = 1 + (unsigned)rand_r(&seed) % RW_MAX_CHUNK;
+		unsigned want = len > RW_FILE_SIZE - o ? RW_FILE_SIZE - o : len;
+		struct done r = { 0, 0 };
+
+		ck_assert_int_eq(afio_read(ctx, fd, back, len, o, on_done, &r), 0);
+		wait_done(ctx, &r);
+		ck_assert_int_eq(r.calls, 1);
+		ck_assert_int_eq(r.res, want);
+		ck_assert_msg(!memcmp(back, ref + o, want), "read at %u+%u differs", o, want);
+	}
+	afio_destroy(ctx);
+	close(fd);
+	free(ref);
+	free(back);
+}
+END_TEST
+
+START_TEST(test_readv_writev)
+{
+	char a[100], b[3000], c[7], out1[1500], out2[1607];
+	struct iovec wv[] = { { a, sizeof(a) }, { b, sizeof(b) }, { c, sizeof(c) } };
+	struct iovec rv[] = { { out1, sizeof(out1) }, { out2, sizeof(out2) } };
+	afio_ctx *ctx = new_ctx(0);
+	struct done w = { 0 }, r = { 0 };
+	int fd = new_file();
+	unsigned seed = 7;
+	char all[3107];
+
+	fill_random((unsigned char *)a, sizeof(a), &seed);
+	fill_random((unsigned char *)b, sizeof(b), &seed);
+	fill_random((unsigned char *)c, sizeof(c), &seed);
+	memcpy(all, a, sizeof(a));
+	memcpy(all + sizeof(a), b, sizeof(b));
+	memcpy(all + sizeof(a) + sizeof(b), c, sizeof(c));
+
+	ck_assert_int_eq(afio_writev(ctx, fd, wv, 3, 4096, on_done, &w), 0);
+	wait_done(ctx, &w);
+	ck_assert_int_eq(w.res, sizeof(all));
+	ck_assert_int_eq(afio_readv(ctx, fd, rv, 2, 4096, on_done, &r), 0);
+	wait_done(ctx, &r);
+	ck_assert_int_eq(r.res, sizeof(all));
+	ck_assert(!memcmp(out1, all, sizeof(out1)));
+	ck_assert(!memcmp(out2, all + sizeof(out1), sizeof(out2)));
+	afio_destroy(ctx);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_fsync_fdatasync)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct done w = { 0 }, s = { 0 }, ds = { 0 };
+	char buf[512] = "durable";
+	int fd = new_file();
+
+	ck_assert_int_eq(afio_write(ctx, fd, buf, sizeof(buf), 0, on_done, &w), 0);
+	wait_done(ctx, &w);
+	ck_assert_int_eq(w.res, sizeof(buf));
+	ck_assert_int_eq(afio_fsync(ctx, fd, 0, on_done, &s), 0);
+	ck_assert_int_eq(afio_fsync(ctx, fd, AFIO_FSYNC_DATASYNC, on_done, &ds), 0);
+	wait_done(ctx, &s);
+	wait_done(ctx, &ds);
+	ck_assert_int_eq(s.res, 0);
+	ck_assert_int_eq(ds.res, 0);
+	ck_assert_int_eq(s.calls + ds.calls, 2);
+	ck_assert_int_eq(afio_fsync(ctx, fd, 0x80, on_done, &s), -EINVAL);
+	afio_destroy(ctx);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_read_past_eof)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct done past = { 0 }, straddle = { 0 };
+	char buf[200];
+	int fd = new_file();
+
+	memset(buf, 'x', 100);
+	ck_assert_int_eq(pwrite(fd, buf, 100, 0), 100);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), 4096, on_done, &past), 0);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), 50, on_done, &straddle), 0);
+	wait_done(ctx, &past);
+	wait_done(ctx, &straddle);
+	ck_assert_int_eq(past.res, 0);
+	ck_assert_int_eq(straddle.res, 50);
+	afio_destroy(ctx);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_closed_fd)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct done r = { 0 }, s = { 0 };
+	int fd = new_file(), sv[2];
+	char buf[64];
+
+	close(fd);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), 0, on_done, &r), 0);
+	wait_done(ctx, &r);
+	ck_assert_int_eq(r.res, -EBADF);
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	close(sv[0]);
+	close(sv[1]);
+	ck_assert_int_eq(afio_recv(ctx, sv[0], buf, sizeof(buf), 0, on_done, &s), 0);
+	wait_done(ctx, &s);
+	ck_assert_int_eq(s.res, -EBADF);
+	ck_assert_int_eq(r.calls + s.calls, 2);
+	afio_destroy(ctx);
+}
+END_TEST
+
+START_TEST(test_bad_arguments)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct iovec iov = { NULL, 0 };
+	struct afio_stats st;
+	struct done d = { 0 };
+	int fd = new_file();
+	char buf[8];
+
+	ck_assert_int_eq(afio_read(ctx, fd, NULL, 8, 0, on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_write(ctx, fd, NULL, 8, 0, on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_recv(ctx, fd, NULL, 8, 0, on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_send(ctx, fd, NULL, 8, 0, on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_readv(ctx, fd, &iov, -1, 0, on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_writev(ctx, fd, &iov, -1, 0, on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_readv(ctx, fd, NULL, 1, 0, on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), 0, NULL, &d), -EINVAL);
+	ck_assert_int_eq(afio_read(ctx, -1, buf, sizeof(buf), 0, on_done, &d), -EBADF);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, (size_t)SSIZE_MAX + 1, 0, on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), UINT64_MAX, on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_read(NULL, fd, buf, sizeof(buf), 0, on_done, &d), -EINVAL);
+
+	/* Refused at once: nothing was queued, no callback will run. */
+	ck_assert_int_eq(afio_poll(ctx, 0, 0), 0);
+	ck_assert_int_eq(d.calls, 0);
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_int_eq(st.submitted, 0);
+	afio_destroy(ctx);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_bad_config)
+{
+	struct afio_config cfg;
+	afio_ctx *ctx = NULL;
+
+	afio_config_init(&cfg);
+	cfg.backend = (enum afio_backend)42;
+	ck_assert_int_eq(afio_create(&ctx, &cfg), -EINVAL);
+	afio_config_init(&cfg);
+	cfg.flags = 1u << 30;
+	ck_assert_int_eq(afio_create(&ctx, &cfg), -EINVAL);
+	afio_config_init(&cfg);
+	cfg.reserved[0] = 1;
+	ck_assert_int_eq(afio_create(&ctx, &cfg), -EINVAL);
+	ck_assert_ptr_null(ctx);
+	ck_assert_int_eq(afio_create(NULL, NULL), -EINVAL);
+}
+END_TEST
+
+/* ---- sockets ---- */
+
+static void new_socketpair(int sv[2])
+{
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+}
+
+START_TEST(test_send_recv)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct done s = { 0 }, r = { 0 };
+	char in[64] = "";
+	int sv[2];
+
+	new_socketpair(sv);
+	ck_assert_int_eq(afio_send(ctx, sv[0], "hello", 5, 0, on_done, &s), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	wait_done(ctx, &s);
+	wait_done(ctx, &r);
+	ck_assert_int_eq(s.res, 5);
+	ck_assert_int_eq(r.res, 5);
+	ck_assert(!memcmp(in, "hello", 5));
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_recv_waits_for_data)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct done r = { 0 };
+	char in[64] = "";
+	int sv[2];
+
+	new_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
+	ck_assert_int_eq(r.calls, 0);
+	ck_assert_int_eq(write(sv[0], "late", 4), 4);
+	wait_done(ctx, &r);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_int_eq(r.res, 4);
+	ck_assert(!memcmp(in, "late", 4));
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_recv_after_peer_close)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct done before = { 0 }, after = { 0 };
+	char in[16];
+	int sv[2];
+
+	new_socketpair(sv);
+	/* One recv already waiting when the peer goes, one queued after. */
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &before), 0);
+	ck_assert_int_eq(afio_submit(ctx), 1);
+	close(sv[0]);
+	wait_done(ctx, &before);
+	ck_assert_int_eq(before.res, 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &after), 0);
+	wait_done(ctx, &after);
+	ck_assert_int_eq(after.res, 0);
+	afio_destroy(ctx);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_cancel_waiting_recv)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct done r = { 0 };
+	struct afio_stats st;
+	char in[16];
+	int sv[2];
+
+	new_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	ck_assert_int_eq(afio_poll(ctx, 0, 20), 0);
+	ck_assert_int_eq(r.calls, 0);
+	ck_assert_int_eq(afio_cancel(ctx, &r), 1);
+	wait_done(ctx, &r);
+	ck_assert_int_eq(r.res, -ECANCELED);
+	/* Once, and only once: later data and polls change nothing. */
+	ck_assert_int_eq(write(sv[0], "x", 1), 1);
+	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_int_eq(afio_cancel(ctx, &r), -ENOENT);
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_int_eq(st.canceled, 1);
+	ck_assert_int_eq(st.in_flight, 0);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_cancel_queued)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct done r = { 0 };
+	char in[16];
+	int sv[2];
+
+	new_socketpair(sv);
+	/* Never submitted: it completes with -ECANCELED, in afio_poll(). */
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	ck_assert_int_eq(afio_cancel(ctx, &r), 1);
+	ck_assert_int_eq(r.calls, 0);
+	ck_assert(fd_readable(afio_eventfd(ctx)));
+	ck_assert_int_eq(afio_poll(ctx, 1, -1), 1);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_int_eq(r.res, -ECANCELED);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_destroy_with_recv_pending)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct done waiting = { 0 }, queued = { 0 };
+	char in[16], in2[16];
+	int sv[2];
+
+	new_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &waiting), 0);
+	ck_assert_int_eq(afio_poll(ctx, 0, 20), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[0], in2, sizeof(in2), 0, on_done, &queued), 0);
+	afio_destroy(ctx);
+	ck_assert_int_eq(waiting.calls, 1);
+	ck_assert_int_eq(waiting.res, -ECANCELED);
+	ck_assert_int_eq(queued.calls, 1);
+	ck_assert_int_eq(queued.res, -ECANCELED);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* ---- queue limits, eventfd, volume, stats ---- */
+
+START_TEST(test_full_queue)
+{
+	enum { ENTRIES = 8 };
+	afio_ctx *ctx = new_ctx(ENTRIES);
+	struct done d[ENTRIES + 1] = { { 0 } };
+	char buf[ENTRIES + 1][512];
+	int fd = new_file();
+
+	for (int i = 0; i < ENTRIES; i++)
+		ck_assert_int_eq(afio_read(ctx, fd, buf[i], 512, 0, on_done, &d[i]), 0);
+	ck_assert_int_eq(afio_read(ctx, fd, buf[ENTRIES], 512, 0, on_done, &d[ENTRIES]), -EAGAIN);
+	ck_assert_int_ge(afio_poll(ctx, 1, -1), 1);
+	ck_assert_int_eq(afio_read(ctx, fd, buf[ENTRIES], 512, 0, on_done, &d[ENTRIES]), 0);
+	drain(ctx);
+	for (int i = 0; i <= ENTRIES; i++)
+		ck_assert_int_eq(d[i].calls, 1);
+	afio_destroy(ctx);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_eventfd)
+{
+	afio_ctx *ctx = new_ctx(0);
+	int efd = afio_eventfd(ctx), sv[2];
+	struct pollfd pfd = { .fd = efd, .events = POLLIN };
+	struct done r = { 0 };
+	char in[16];
+
+	ck_assert_int_ge(efd, 0);
+	new_socketpair(sv);
+	ck_assert(!fd_readable(efd));
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	ck_assert_int_eq(afio_submit(ctx), 1);
+	ck_assert_int_eq(afio_poll(ctx, 0, 0), 0);
+	/* Nothing is done while the peer is silent. */
+	ck_assert(!fd_readable(efd));
+	ck_assert_int_eq(write(sv[0], "ping", 4), 4);
+	ck_assert_int_eq(poll(&pfd, 1, 60000), 1);
+	ck_assert_int_eq(r.calls, 0);
+	ck_assert_int_eq(afio_poll(ctx, 0, 0), 1);
+	ck_assert_int_eq(r.res, 4);
+	ck_assert(!fd_readable(efd));
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+#define MANY_READS 20000
+#define MANY_ENTRIES 64
+#define MANY_BLOCKS 256
+
+static unsigned char many_calls[MANY_READS];
+static unsigned char many_buf[MANY_ENTRIES * 2][64];
+static ssize_t many_res[MANY_READS];
+
+static void on_many(void *data, ssize_t res)
+{
+	uintptr_t i = (uintptr_t)data;
+
+	many_calls[i]++;
+	many_res[i] = res;
+}
+
+START_TEST(test_many_reads)
+{
+	afio_ctx *ctx = new_ctx(MANY_ENTRIES);
+	struct afio_stats st;
+	unsigned char block[4096];
+	int fd = new_file();
+	unsigned next = 0;
+
+	for (int b = 0; b < MANY_BLOCKS; b++) {
+		memset(block, b, sizeof(block));
+		ck_assert_int_eq(pwrite(fd, block, sizeof(block), (off_t)b * 4096), 4096);
+	}
+	while (next < MANY_READS) {
+		uint64_t off = (uint64_t)(next % MANY_BLOCKS) * 4096 + 100;
+		int ret = afio_read(ctx, fd, many_buf[next % (MANY_ENTRIES * 2)], 64, off,
+				    on_many, (void *)(uintptr_t)next);
+
+		if (ret == -EAGAIN) {
+			ck_assert_int_eq(afio_stats(ctx, &st), 0);
+			ck_assert_uint_eq(st.in_flight, MANY_ENTRIES);
+			ck_assert_int_ge(afio_poll(ctx, 1, -1), 1);
+			continue;
+		}
+		ck_assert_int_eq(ret, 0);
+		next++;
+	}
+	drain(ctx);
+	for (unsigned i = 0; i < MANY_READS; i++) {
+		ck_assert_msg(many_calls[i] == 1, "read %u completed %d times", i, many_calls[i]);
+		ck_assert_int_eq(many_res[i], 64);
+	}
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.submitted, MANY_READS);
+	ck_assert_uint_eq(st.completed, MANY_READS);
+	afio_destroy(ctx);
+	close(fd);
+}
+END_TEST
+
+struct chain {
+	afio_ctx *ctx;
+	int fd;
+	int left;
+	int errors;
+	char buf[256];
+};
+
+static void on_chain(void *data, ssize_t res)
+{
+	struct chain *c = data;
+
+	if (res != (ssize_t)sizeof(c->buf) || afio_poll(c->ctx, 0, 0) != -EBUSY)
+		c->errors++;
+	if (--c->left > 0 &&
+	    afio_read(c->ctx, c->fd, c->buf, sizeof(c->buf), 0, on_chain, c))
+		c->errors++;
+}
+
+START_TEST(test_resubmit_from_callback)
+{
+	struct chain c = { .ctx = new_ctx(1), .left = 50 };
+
+	c.fd = new_file();
+	memset(c.buf, 1, sizeof(c.buf));
+	ck_assert_int_eq(pwrite(c.fd, c.buf, sizeof(c.buf), 0), sizeof(c.buf));
+	ck_assert_int_eq(afio_read(c.ctx, c.fd, c.buf, sizeof(c.buf), 0, on_chain, &c), 0);
+	while (c.left > 0)
+		ck_assert_int_ge(afio_poll(c.ctx, 1, -1), 0);
+	ck_assert_int_eq(c.errors, 0);
+	afio_destroy(c.ctx);
+	close(c.fd);
+}
+END_TEST
+
+START_TEST(test_stats_balance)
+{
+	afio_ctx *ctx = new_ctx(32);
+	struct done d[40] = { { 0 } };
+	struct afio_stats st;
+	char buf[40][128], in[8];
+	int fd = new_file(), sv[2];
+
+	new_socketpair(sv);
+	for (int i = 0; i < 30; i++)
+		ck_assert_int_eq(afio_write(ctx, fd, buf[i], 128, (uint64_t)i * 128, on_done, &d[i]), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &d[30]), 0);
+	ck_assert_int_eq(afio_fsync(ctx, fd, 0, on_done, &d[31]), 0);
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.submitted, 32);
+	ck_assert_uint_eq(st.in_flight, 32);
+	ck_assert_int_eq(afio_cancel(ctx, &d[30]), 1);
+	drain(ctx);
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.submitted, st.completed);
+	ck_assert_uint_eq(st.in_flight, 0);
+	ck_assert_uint_eq(st.canceled, 1);
+	for (int i = 0; i < 32; i++)
+		ck_assert_int_eq(d[i].calls, 1);
+	afio_destroy(ctx);
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+static Suite *contract_suite(void)
+{
+	Suite *s = suite_create("contract");
+	TCase *files = tcase_create("files");
+	TCase *sockets = tcase_create("sockets");
+	TCase *queue = tcase_create("queue");
+
+	tcase_add_test(files, test_write_read_random);
+	tcase_add_test(files, test_readv_writev);
+	tcase_add_test(files, test_fsync_fdatasync);
+	tcase_add_test(files, test_read_past_eof);
+	tcase_add_test(files, test_closed_fd);
+	tcase_add_test(files, test_bad_arguments);
+	tcase_add_test(files, test_bad_config);
+	tcase_add_test(sockets, test_send_recv);
+	tcase_add_test(sockets, test_recv_waits_for_data);
+	tcase_add_test(sockets, test_recv_after_peer_close);
+	tcase_add_test(sockets, test_cancel_waiting_recv);
+	tcase_add_test(sockets, test_cancel_queued);
+	tcase_add_test(sockets, test_destroy_with_recv_pending);
+	tcase_add_test(queue, test_full_queue);
+	tcase_add_test(queue, test_eventfd);
+	tcase_add_test(queue, test_many_reads);
+	tcase_add_test(queue, test_resubmit_from_callback);
+	tcase_add_test(queue, test_stats_balance);
+	suite_add_tcase(s, files);
+	suite_add_tcase(s, sockets);
+	suite_add_tcase(s, queue);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	SRunner *sr;
+	int failed, ret;
+
+	ret = tu_parse_target(argc, argv, &target_backend, &target_mode);
+	if (ret)
+		return ret;
+	printf("contract: backend %s, mode %s\n", afio_backend_name(target_backend),
+	       afio_mode_name(target_mode));
+	sr = srunner_create(contract_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+int tu_tmpfile(int flags)
+{
+	const char *dir = getenv("AFIO_TEST_DIR");
+	int fd;
+
+	fd = open(dir && *dir ? dir : ".", O_TMPFILE | O_RDWR | O_CLOEXEC | flags, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
+int tu_deny_syscalls(const long *nrs, size_t n)
+{
+	struct sock_filter prog[64];
+	struct sock_fprog fprog;
+	size_t i = 0;
+
+	if (n > 28)
+		return -E2BIG;
+	prog[i++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+						 offsetof(struct seccomp_data, arch));
+	prog[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+						 AUDIT_ARCH_X86_64, 1, 0);
+	prog[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	prog[i++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+						 offsetof(struct seccomp_data, nr));
+	for (size_t k = 0; k < n; k++) {
+		prog[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+							 (unsigned)nrs[k], 0, 1);
+		prog[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+							 SECCOMP_RET_ERRNO | EPERM);
+	}
+	prog[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	fprog.len = (unsigned short)i;
+	fprog.filter = prog;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -errno;
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog))
+		return -errno;
+	return 0;
+}
+
+int tu_parse_target(int argc, char **argv, enum afio_backend *b, enum afio_mode *m)
+{
+	char reason[256];
+	int ret;
+
+	*b = AFIO_BACKEND_THREADS;
+	*m = AFIO_MODE_INLINE;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--backend"))
+			ret = afio_backend_parse(argv[i + 1], b);
+		else if (!strcmp(argv[i], "--mode"))
+			ret = afio_mode_parse(argv[i + 1], m);
+		else
+			ret = -EINVAL;
+		if (ret) {
+			fprintf(stderr, "usage: %s --backend NAME --mode NAME\n", argv[0]);
+			exit(2);
+		}
+	}
+	ret = afio_probe(*b, reason, sizeof(reason));
+	if (ret) {
+		printf("SKIP: %s\n", reason);
+		return 77;
+	}
+	return 0;
+}
+
+afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries)
+{
+	struct afio_config cfg;
+	afio_ctx *ctx = NULL;
+	int ret;
+
+	afio_config_init(&cfg);
+	cfg.backend = b;
+	cfg.mode = m;
+	cfg.flags = AFIO_NO_FALLBACK;
+	if (entries)
+		cfg.entries = entries;
+	ret = afio_create(&ctx, &cfg);
+	ck_assert_msg(ret == 0, "afio_create(%s, %s): %s", afio_backend_name(b),
+		      afio_mode_name(m), strerror(-ret));
+	ck_assert_int_eq(afio_backend(ctx), b);
+	ck_assert_int_eq(afio_mode(ctx), m);
+	return ctx;
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers shared by the test suites. */
+#ifndef AFIO_TESTUTIL_H
+#define AFIO_TESTUTIL_H
+
+#include <stddef.h>
+
+#include "asyncfio.h"
+
+/* A file in $AFIO_TEST_DIR (else the current directory), created empty,
+   already unlinked; returns its fd. */
+int tu_tmpfile(int flags);
+
+/* Installs a seccomp filter on this process that makes each listed system
+   call fail with EPERM, as a container's policy does.  0 or -errno. */
+int tu_deny_syscalls(const long *nrs, size_t n);
+
+/* Parses "--backend NAME --mode NAME" from argv; returns 0, or 77 (skip)
+   printing the reason when the backend does not probe as available. */
+int tu_parse_target(int argc, char **argv, enum afio_backend *b, enum afio_mode *m);
+
+/* afio_create() of exactly backend b in mode m, with AFIO_NO_FALLBACK. */
+afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries);
+
+#endif
