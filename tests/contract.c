@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -606,6 +607,45 @@ START_TEST(test_stats_balance)
 }
 END_TEST
 
+static int count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Destroy gives back every thread and fd, whatever was running. */
+START_TEST(test_destroy_leaks_nothing)
+{
+	int fds, threads, sv[2], fd = new_file();
+	struct done r = { 0 }, w = { 0 };
+	char in[16], out[4096] = "";
+	afio_ctx *ctx;
+
+	new_socketpair(sv);
+	fds = count_entries("/proc/self/fd");
+	threads = count_entries("/proc/self/task");
+	ctx = new_ctx(0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	ck_assert_int_eq(afio_write(ctx, fd, out, sizeof(out), 0, on_done, &w), 0);
+	wait_done(ctx, &w);
+	afio_destroy(ctx);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_int_eq(w.calls, 1);
+	ck_assert_int_eq(count_entries("/proc/self/fd"), fds);
+	ck_assert_int_eq(count_entries("/proc/self/task"), threads);
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *contract_suite(void)
 {
 	Suite *s = suite_create("contract");
@@ -626,6 +666,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(sockets, test_cancel_waiting_recv);
 	tcase_add_test(sockets, test_cancel_queued);
 	tcase_add_test(sockets, test_destroy_with_recv_pending);
+	tcase_add_test(sockets, test_destroy_leaks_nothing);
 	tcase_add_test(queue, test_full_queue);
 	tcase_add_test(queue, test_eventfd);
 	tcase_add_test(queue, test_many_reads);
