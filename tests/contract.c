@@ -373,7 +373,7 @@ START_TEST(test_cancel_waiting_recv)
 
 	new_socketpair(sv);
 	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
-	ck_assert_int_eq(afio_poll(ctx, 0, 20), 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
 	ck_assert_int_eq(r.calls, 0);
 	ck_assert_int_eq(afio_cancel(ctx, &r), 1);
 	wait_done(ctx, &r);
@@ -423,7 +423,7 @@ START_TEST(test_destroy_with_recv_pending)
 
 	new_socketpair(sv);
 	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &waiting), 0);
-	ck_assert_int_eq(afio_poll(ctx, 0, 20), 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
 	ck_assert_int_eq(afio_recv(ctx, sv[0], in2, sizeof(in2), 0, on_done, &queued), 0);
 	afio_destroy(ctx);
 	ck_assert_int_eq(waiting.calls, 1);
