@@ -1,0 +1,792 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * afio-bench: keeps N reads or writes in flight through the public API for a
+ * fixed time and reports throughput, CPU cost and latency.  With --compare it
+ * hands over to compare.py, which runs a matrix of backends, modes and
+ * workloads next to fio.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "asyncfio.h"
+
+#ifndef AFIO_BENCH_SRCDIR
+#define AFIO_BENCH_SRCDIR "."
+#endif
+#ifndef AFIO_BENCH_DATADIR
+#define AFIO_BENCH_DATADIR "/usr/local/share/asyncfio"
+#endif
+
+#define EXIT_USAGE	2
+#define ALIGN		4096
+
+enum rw { RW_RANDREAD, RW_RANDWRITE, RW_READ, RW_WRITE };
+static const char *const rw_names[] = { "randread", "randwrite", "read", "write" };
+
+struct opts {
+	enum afio_backend backend;
+	enum afio_mode mode;
+	enum rw rw;
+	uint64_t bs;
+	unsigned qd;
+	int direct;		/* -1: not given */
+	uint64_t size;
+	double runtime;
+	const char *file;
+	const char *dir;
+	unsigned threads;
+	bool json;
+	bool cpu_check;
+	bool sqpoll;
+};
+
+/* ---- argument parsing ---- */
+
+/* "4096", "4k", "64K", "1m", "2g", "1t", optionally followed by "b"/"ib". */
+static int parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (shift && (*end == 'i' || *end == 'I'))
+		end++;
+	if (*end == 'b' || *end == 'B')
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned max, unsigned *out)
+{
+	unsigned long v;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: afio-bench [options]            one workload, one backend and mode\n"
+"       afio-bench --compare [options]  matrix of backends x modes x workloads, next to fio\n"
+"       afio-bench --probe              which backends run here\n"
+"\n"
+"  --backend io_uring|libaio|threads|auto   (default auto)\n"
+"  --mode inline|async|hybrid               (default inline)\n"
+"  --rw randread|randwrite|read|write       (default randread)\n"
+"  --bs SIZE          request size (default 4k)\n"
+"  --qd N             requests kept in flight (default 32)\n"
+"  --direct | --buffered                    O_DIRECT or page cache (default buffered)\n"
+"  --size SIZE        file size to create and use (default 256m)\n"
+"  --runtime SECONDS  measured time, fractions allowed (default 5)\n"
+"  --file PATH        use PATH (a file or a block device); created if missing\n"
+"                     and kept.  Without it a file is created in --dir and removed\n"
+"  --dir DIR          where to create the scratch file (default .)\n"
+"  --threads N        thread-pool workers (default 4)\n"
+"  --sqpoll           io_uring: AFIO_SQPOLL\n"
+"  --json             one JSON object on stdout\n"
+"  --cpu-check        also print how the CPU time of every thread adds up\n"
+"SIZE takes k, m, g, t suffixes (powers of 1024).\n"
+"Run 'afio-bench --compare --help' for the comparison's options.\n");
+}
+
+static void bad(const char *what, const char *val)
+{
+	fprintf(stderr, "afio-bench: invalid %s: '%s'\n", what, val ? val : "");
+	fprintf(stderr, "Try 'afio-bench --help'.\n");
+	exit(EXIT_USAGE);
+}
+
+enum {
+	OPT_BACKEND = 256, OPT_MODE, OPT_RW, OPT_BS, OPT_QD, OPT_DIRECT, OPT_BUFFERED,
+	OPT_SIZE, OPT_RUNTIME, OPT_FILE, OPT_DIR, OPT_THREADS, OPT_JSON, OPT_CPU_CHECK,
+	OPT_SQPOLL, OPT_PROBE, OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+	{ "backend", required_argument, NULL, OPT_BACKEND },
+	{ "mode", required_argument, NULL, OPT_MODE },
+	{ "rw", required_argument, NULL, OPT_RW },
+	{ "bs", required_argument, NULL, OPT_BS },
+	{ "qd", required_argument, NULL, OPT_QD },
+	{ "direct", no_argument, NULL, OPT_DIRECT },
+	{ "buffered", no_argument, NULL, OPT_BUFFERED },
+	{ "size", required_argument, NULL, OPT_SIZE },
+	{ "runtime", required_argument, NULL, OPT_RUNTIME },
+	{ "file", required_argument, NULL, OPT_FILE },
+	{ "dir", required_argument, NULL, OPT_DIR },
+	{ "threads", required_argument, NULL, OPT_THREADS },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "cpu-check", no_argument, NULL, OPT_CPU_CHECK },
+	{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
+	{ "probe", no_argument, NULL, OPT_PROBE },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int probe_all(void)
+{
+	static const enum afio_backend all[] = {
+		AFIO_BACKEND_IO_URING, AFIO_BACKEND_LIBAIO, AFIO_BACKEND_THREADS,
+	};
+	char reason[256];
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		int ret = afio_probe(all[i], reason, sizeof(reason));
+
+		printf("%s\t%s\t%s\n", afio_backend_name(all[i]),
+		       ret ? "skipped" : "available", reason);
+	}
+	return 0;
+}
+
+static void parse_args(int argc, char **argv, struct opts *o)
+{
+	uint64_t v;
+	unsigned u;
+	char *end;
+	int c;
+
+	*o = (struct opts) {
+		.backend = AFIO_BACKEND_AUTO,
+		.mode = AFIO_MODE_INLINE,
+		.rw = RW_RANDREAD,
+		.bs = 4096,
+		.qd = 32,
+		.direct = -1,
+		.size = 256ull << 20,
+		.runtime = 5,
+		.dir = ".",
+		.threads = 4,
+	};
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_BACKEND:
+			if (afio_backend_parse(optarg, &o->backend))
+				bad("--backend (io_uring, libaio, threads or auto)", optarg);
+			break;
+		case OPT_MODE:
+			if (afio_mode_parse(optarg, &o->mode))
+				bad("--mode (inline, async or hybrid)", optarg);
+			break;
+		case OPT_RW:
+			for (u = 0; u < 4; u++)
+				if (!strcmp(optarg, rw_names[u]))
+					break;
+			if (u == 4)
+				bad("--rw (randread, randwrite, read or write)", optarg);
+			o->rw = (enum rw)u;
+			break;
+		case OPT_BS:
+			if (parse_size(optarg, &v) || !v || v > (1u << 30))
+				bad("--bs (1 to 1g, e.g. 4k)", optarg);
+			o->bs = v;
+			break;
+		case OPT_QD:
+			if (parse_uint(optarg, 65536, &u) || !u)
+				bad("--qd (1 to 65536)", optarg);
+			o->qd = u;
+			break;
+		case OPT_DIRECT:
+		case OPT_BUFFERED:
+			if (o->direct == (c == OPT_BUFFERED))
+				bad("combination", "--direct and --buffered");
+			o->direct = c == OPT_DIRECT;
+			break;
+		case OPT_SIZE:
+			if (parse_size(optarg, &v) || !v)
+				bad("--size (e.g. 256m)", optarg);
+			o->size = v;
+			break;
+		case OPT_RUNTIME:
+			errno = 0;
+			o->runtime = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(o->runtime > 0) ||
+			    o->runtime > 86400)
+				bad("--runtime (seconds, > 0)", optarg);
+			break;
+		case OPT_FILE:
+			if (!*optarg)
+				bad("--file", optarg);
+			o->file = optarg;
+			break;
+		case OPT_DIR:
+			o->dir = optarg;
+			break;
+		case OPT_THREADS:
+			if (parse_uint(optarg, 1024, &u) || !u)
+				bad("--threads (1 to 1024)", optarg);
+			o->threads = u;
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case OPT_CPU_CHECK:
+			o->cpu_check = true;
+			break;
+		case OPT_SQPOLL:
+			o->sqpoll = true;
+			break;
+		case OPT_PROBE:
+			exit(probe_all());
+		case OPT_HELP:
+			usage(stdout);
+			exit(0);
+		default:
+			if (optopt)
+				fprintf(stderr, "afio-bench: option '%s' needs a value\n",
+					argv[optind - 1]);
+			else
+				fprintf(stderr, "afio-bench: unknown option '%s'\n",
+					argv[optind - 1]);
+			fprintf(stderr, "Try 'afio-bench --help'.\n");
+			exit(EXIT_USAGE);
+		}
+	}
+	if (optind < argc)
+		bad("argument", argv[optind]);
+	if (o->direct < 0)
+		o->direct = 0;
+	if (o->direct && o->bs % 512)
+		bad("--bs with --direct (a multiple of 512)", "");
+	if (o->size < o->bs)
+		bad("--size (smaller than --bs)", "");
+}
+
+/* --compare: the matrix lives in a Python script next to this program. */
+static void exec_compare(int argc, char **argv)
+{
+	const char *env = getenv("AFIO_BENCH_COMPARE");
+	const char *cands[] = {
+		env, AFIO_BENCH_SRCDIR "/compare.py", AFIO_BENCH_DATADIR "/compare.py",
+	};
+	char self[PATH_MAX];
+	char **args;
+	ssize_t n;
+	int k = 0;
+
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n < 0) {
+		perror("afio-bench: /proc/self/exe");
+		exit(1);
+	}
+	self[n] = '\0';
+	args = calloc((size_t)argc + 4, sizeof(*args));
+	if (!args)
+		exit(1);
+	for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {
+		if (!cands[i] || access(cands[i], R_OK))
+			continue;
+		args[k++] = "python3";
+		args[k++] = (char *)cands[i];
+		args[k++] = "--afio-bench";
+		args[k++] = self;
+		for (int a = 1; a < argc; a++)
+			if (strcmp(argv[a], "--compare"))
+				args[k++] = argv[a];
+		args[k] = NULL;
+		execvp("python3", args);
+		perror("afio-bench: python3");
+		exit(1);
+	}
+	fprintf(stderr, "afio-bench: compare.py not found (looked in %s and %s; "
+		"set AFIO_BENCH_COMPARE)\n", AFIO_BENCH_SRCDIR, AFIO_BENCH_DATADIR);
+	exit(1);
+}
+
+/* ---- latency histogram: 32 linear steps per power of two, ns ---- */
+
+#define SUB_BITS	5
+#define SUB		(1u << SUB_BITS)
+#define HIST_LEN	(64 * SUB)
+
+static unsigned hist_index(uint64_t v)
+{
+	unsigned msb, shift;
+
+	if (v < 2 * SUB)
+		return (unsigned)v;
+	msb = 63 - (unsigned)__builtin_clzll(v);
+	shift = msb - SUB_BITS;
+	return (shift + 1) * SUB + (unsigned)((v >> shift) - SUB);
+}
+
+/* Middle of the bucket's range. */
+static double hist_value(unsigned idx)
+{
+	unsigned shift;
+
+	if (idx < 2 * SUB)
+		return idx;
+	shift = idx / SUB - 1;
+	return (double)((uint64_t)(idx % SUB + SUB) << shift) + (double)(1ull << shift) / 2;
+}
+
+/* ---- the run ---- */
+
+struct bench;
+
+struct io {
+	struct bench *b;
+	void *buf;
+	uint64_t t0;
+};
+
+struct bench {
+	afio_ctx *ctx;
+	int fd;
+	bool write;
+	bool random;
+	uint64_t bs;
+	uint64_t nblocks;
+	uint64_t next_block;
+	uint64_t rnd;
+	uint64_t deadline;
+	uint64_t done;
+	uint64_t errors;
+	ssize_t first_error;
+	unsigned in_flight;
+	bool stop;
+	uint64_t hist[HIST_LEN];
+	struct io *ios;
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* xorshift64*: cheap and good enough to spread offsets. */
+static inline uint64_t next_rand(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static void on_done(void *data, ssize_t res);
+
+static inline void issue(struct bench *b, struct io *io, uint64_t now)
+{
+	uint64_t blk;
+	int ret;
+
+	if (b->random) {
+		blk = next_rand(&b->rnd) % b->nblocks;
+	} else {
+		blk = b->next_block;
+		if (++b->next_block == b->nblocks)
+			b->next_block = 0;
+	}
+	io->t0 = now;
+	if (b->write)
+		ret = afio_write(b->ctx, b->fd, io->buf, b->bs, blk * b->bs, on_done, io);
+	else
+		ret = afio_read(b->ctx, b->fd, io->buf, b->bs, blk * b->bs, on_done, io);
+	if (ret < 0) {
+		if (!b->errors++)
+			b->first_error = ret;
+		b->stop = true;
+		return;
+	}
+	b->in_flight++;
+}
+
+static void on_done(void *data, ssize_t res)
+{
+	struct io *io = data;
+	struct bench *b = io->b;
+	uint64_t now = now_ns();
+
+	b->in_flight--;
+	if (res == (ssize_t)b->bs) {
+		b->done++;
+		b->hist[hist_index(now - io->t0)]++;
+	} else {
+		if (!b->errors++)
+			b->first_error = res < 0 ? res : -EIO;
+		b->stop = true;
+	}
+	if (now < b->deadline && !b->stop)
+		issue(b, io, now);
+}
+
+/* ---- files ---- */
+
+static int fill_file(int fd, uint64_t from, uint64_t size)
+{
+	const size_t chunk = 1 << 20;
+	uint64_t seed = 0x9e3779b97f4a7c15ull, off;
+	uint64_t *buf = malloc(chunk);
+	ssize_t n;
+
+	if (!buf)
+		return -ENOMEM;
+	for (size_t i = 0; i < chunk / 8; i++)
+		buf[i] = next_rand(&seed);
+	for (off = from; off < size; off += (uint64_t)n) {
+		size_t want = size - off < chunk ? (size_t)(size - off) : chunk;
+
+		buf[0] = off;	/* no two blocks alike */
+		n = pwrite(fd, buf, want, (off_t)off);
+		if (n <= 0) {
+			free(buf);
+			return n < 0 ? -errno : -EIO;
+		}
+	}
+	free(buf);
+	return fsync(fd) ? -errno : 0;
+}
+
+/* Opens (creating and filling when needed) the file to run on; *size is
+   set to what will be used. */
+static int open_target(const struct opts *o, char *path, size_t pathlen,
+		       bool *remove_after, uint64_t *size)
+{
+	int flags = (o->rw == RW_READ || o->rw == RW_RANDREAD) ? O_RDONLY : O_RDWR;
+	struct stat st;
+	int fd, ret;
+
+	*remove_after = false;
+	*size = o->size;
+	if (o->file) {
+		snprintf(path, pathlen, "%s", o->file);
+		if (!stat(path, &st) && S_ISBLK(st.st_mode)) {
+			uint64_t dev;
+
+			fd = open(path, flags | O_CLOEXEC | (o->direct ? O_DIRECT : 0));
+			if (fd < 0)
+				return -errno;
+			if (ioctl(fd, BLKGETSIZE64, &dev) < 0) {
+				ret = -errno;
+				close(fd);
+				return ret;
+			}
+			if (dev < *size)
+				*size = dev;
+			return fd;
+		}
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	} else {
+		snprintf(path, pathlen, "%s/afio-bench.XXXXXX", o->dir);
+		fd = mkostemp(path, O_CLOEXEC);
+		*remove_after = fd >= 0;
+	}
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		ret = S_ISREG(st.st_mode) ? -errno : -EINVAL;
+		goto fail;
+	}
+	if ((uint64_t)st.st_size < *size) {
+		ret = fill_file(fd, (uint64_t)st.st_size & ~(uint64_t)(ALIGN - 1), *size);
+		if (ret)
+			goto fail;
+	}
+	close(fd);
+	fd = open(path, flags | O_CLOEXEC | (o->direct ? O_DIRECT : 0));
+	if (fd < 0) {
+		ret = -errno;
+		goto fail_closed;
+	}
+	return fd;
+fail:
+	close(fd);
+fail_closed:
+	if (*remove_after)
+		unlink(path);
+	return ret;
+}
+
+/* ---- CPU accounting ---- */
+
+static double tv_s(struct timeval tv)
+{
+	return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* utime + stime in clock ticks from a /proc/.../stat file, and its comm. */
+static int read_stat(const char *path, unsigned long long *ticks, char *comm, size_t len)
+{
+	unsigned long long ut, st;
+	char buf[1024], *p, *q;
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	p = strchr(buf, '(');
+	q = strrchr(buf, ')');
+	if (!p || !q)
+		return -EIO;
+	snprintf(comm, len, "%.*s", (int)(q - p - 1), p + 1);
+	/* after ") ": state(3) ... utime(14) stime(15) */
+	if (sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+		   &ut, &st) != 2)
+		return -EIO;
+	*ticks = ut + st;
+	return 0;
+}
+
+/* Prints, to stderr, the CPU time of every thread of this process next to
+   getrusage(RUSAGE_SELF): kernel io_uring workers (iou-wrk-*, iou-sqp-*) are
+   threads of the process and must show up in both. */
+static void cpu_check(void)
+{
+	double hz = (double)sysconf(_SC_CLK_TCK);
+	unsigned long long t, sum = 0, io_workers = 0, proc = 0;
+	char path[300], comm[64];
+	unsigned ntask = 0, nio = 0;
+	struct rusage ru;
+	struct dirent *de;
+	DIR *d;
+
+	d = opendir("/proc/self/task");
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", de->d_name);
+		if (read_stat(path, &t, comm, sizeof(comm)))
+			continue;
+		sum += t;
+		ntask++;
+		if (!strncmp(comm, "iou-", 4)) {
+			io_workers += t;
+			nio++;
+		}
+	}
+	closedir(d);
+	read_stat("/proc/self/stat", &proc, comm, sizeof(comm));
+	getrusage(RUSAGE_SELF, &ru);
+	fprintf(stderr, "cpu-check: getrusage(RUSAGE_SELF) %.2f s; /proc/self/stat %.2f s; "
+		"live threads %u sum %.2f s, of which %u io_uring workers (iou-*) %.2f s\n",
+		tv_s(ru.ru_utime) + tv_s(ru.ru_stime), (double)proc / hz, ntask,
+		(double)sum / hz, nio, (double)io_workers / hz);
+}
+
+/* ---- main ---- */
+
+static double percentile(const uint64_t *hist, uint64_t total, double p)
+{
+	uint64_t want = (uint64_t)ceil((double)total * p), seen = 0;
+
+	if (!total)
+		return 0;
+	if (!want)
+		want = 1;
+	for (unsigned i = 0; i < HIST_LEN; i++) {
+		seen += hist[i];
+		if (seen >= want)
+			return hist_value(i) / 1000.0;
+	}
+	return hist_value(HIST_LEN - 1) / 1000.0;
+}
+
+int main(int argc, char **argv)
+{
+	enum afio_backend kind;
+	struct afio_config cfg;
+	struct afio_stats st;
+	struct rusage r0, r1;
+	struct opts o;
+	struct bench *b;
+	char path[PATH_MAX], desc[256];
+	bool remove_after;
+	uint64_t size, t0, t1;
+	double secs, cpu, usr, sys, iops, mib;
+	int ret, status = 0;
+
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--compare"))
+			exec_compare(argc, argv);
+	parse_args(argc, argv, &o);
+
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return 1;
+	b->ios = calloc(o.qd, sizeof(*b->ios));
+	if (!b->ios)
+		return 1;
+	for (unsigned i = 0; i < o.qd; i++) {
+		b->ios[i].b = b;
+		if (posix_memalign(&b->ios[i].buf, ALIGN, o.bs)) {
+			fprintf(stderr, "afio-bench: out of memory for %u x %" PRIu64 " buffers\n",
+				o.qd, o.bs);
+			return 1;
+		}
+		memset(b->ios[i].buf, 0x5a + (int)i, o.bs);
+	}
+
+	afio_config_init(&cfg);
+	cfg.backend = o.backend;
+	cfg.mode = o.mode;
+	cfg.entries = o.qd;
+	cfg.threads = o.threads;
+	cfg.flags = AFIO_NO_FALLBACK | (o.sqpoll ? AFIO_SQPOLL : 0);
+	ret = afio_create(&b->ctx, &cfg);
+	if (ret) {
+		char reason[256];
+
+		afio_probe(o.backend, reason, sizeof(reason));
+		fprintf(stderr, "afio-bench: backend %s: %s (%s)\n",
+			afio_backend_name(o.backend), strerror(-ret), reason);
+		return 3;
+	}
+	afio_describe(b->ctx, desc, sizeof(desc));
+	kind = afio_backend(b->ctx);
+
+	b->fd = open_target(&o, path, sizeof(path), &remove_after, &size);
+	if (b->fd < 0) {
+		fprintf(stderr, "afio-bench: %s: %s\n", o.file ? o.file : o.dir,
+			strerror(-b->fd));
+		afio_destroy(b->ctx);
+		return 1;
+	}
+	b->write = o.rw == RW_WRITE || o.rw == RW_RANDWRITE;
+	b->random = o.rw == RW_RANDREAD || o.rw == RW_RANDWRITE;
+	b->bs = o.bs;
+	b->nblocks = size / o.bs;
+	b->rnd = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+
+	getrusage(RUSAGE_SELF, &r0);
+	t0 = now_ns();
+	b->deadline = t0 + (uint64_t)(o.runtime * 1e9);
+	for (unsigned i = 0; i < o.qd && !b->stop; i++)
+		issue(b, &b->ios[i], t0);
+	while (b->in_flight) {
+		ret = afio_poll(b->ctx, 1, -1);
+		if (ret < 0 && ret != -EINTR) {
+			fprintf(stderr, "afio-bench: afio_poll: %s\n", strerror(-ret));
+			status = 1;
+			break;
+		}
+		if (interrupted)
+			b->deadline = 0;
+	}
+	t1 = now_ns();
+	getrusage(RUSAGE_SELF, &r1);
+	if (o.cpu_check)
+		cpu_check();
+
+	afio_stats(b->ctx, &st);
+	afio_destroy(b->ctx);
+	close(b->fd);
+	if (remove_after)
+		unlink(path);
+
+	if (b->errors) {
+		fprintf(stderr, "afio-bench: %" PRIu64 " requests failed, first: %s\n",
+			b->errors, strerror((int)-b->first_error));
+		status = 1;
+	}
+
+	secs = (double)(t1 - t0) / 1e9;
+	usr = tv_s(r1.ru_utime) - tv_s(r0.ru_utime);
+	sys = tv_s(r1.ru_stime) - tv_s(r0.ru_stime);
+	cpu = usr + sys;
+	iops = (double)b->done / secs;
+	mib = iops * (double)o.bs / (1 << 20);
+	{
+		double p50 = percentile(b->hist, b->done, 0.50);
+		double p99 = percentile(b->hist, b->done, 0.99);
+		double p999 = percentile(b->hist, b->done, 0.999);
+		double ipc = cpu > 0 ? (double)b->done / cpu : 0;
+
+		if (o.json) {
+			printf("{\"backend\": \"%s\", \"mode\": \"%s\", \"rw\": \"%s\", "
+			       "\"bs\": %" PRIu64 ", \"qd\": %u, \"direct\": %s, "
+			       "\"iops\": %.1f, \"mib_s\": %.2f, \"cpu_s\": %.3f, "
+			       "\"iops_per_cpu_s\": %.1f, \"lat_p50_us\": %.1f, "
+			       "\"lat_p99_us\": %.1f, \"lat_p999_us\": %.1f, "
+			       "\"fallbacks\": %" PRIu64 ", \"ios\": %" PRIu64 ", "
+			       "\"runtime_s\": %.3f, \"cpu_user_s\": %.3f, \"cpu_sys_s\": %.3f, "
+			       "\"threads\": %u, \"nowait\": %" PRIu64 ", \"errors\": %" PRIu64 ", "
+			       "\"engine\": \"%s\"}\n",
+			       afio_backend_name(kind),
+			       afio_mode_name(o.mode), rw_names[o.rw], o.bs, o.qd,
+			       o.direct ? "true" : "false", iops, mib, cpu, ipc, p50, p99, p999,
+			       st.fallbacks, b->done, secs, usr, sys, o.threads, st.nowait,
+			       b->errors, desc);
+		} else {
+			printf("%s, %s %s bs=%" PRIu64 " qd=%u %s, %.2f s on %s\n", desc,
+			       afio_mode_name(o.mode), rw_names[o.rw], o.bs, o.qd,
+			       o.direct ? "direct" : "buffered", secs, path);
+			printf("  IOPS %.0f   %.1f MiB/s\n", iops, mib);
+			printf("  CPU  %.3f s (user %.3f, sys %.3f), %.0f IOPS per CPU-second\n",
+			       cpu, usr, sys, ipc);
+			printf("  latency us  p50 %.1f  p99 %.1f  p99.9 %.1f\n", p50, p99, p999);
+			printf("  fallbacks %" PRIu64 "  finished at once %" PRIu64 "\n",
+			       st.fallbacks, st.nowait);
+		}
+	}
+	return status;
+}
