@@ -362,19 +362,34 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	struct pool *p = w->pool;
 	struct afio_req *r;
-	bool armed;
+	bool armed, finished = false;
 	ssize_t res;
 
+	/* One lock round per request: a result is handed back and the next
+	   request taken under the same lock; the owner is told before this
+	   worker does anything that takes time or sleeps. */
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (!p->stop && !p->work.head)
+		while (!p->stop && !p->work.head) {
+			if (finished) {
+				pthread_mutex_unlock(&p->lock);
+				signal_owner(p);
+				finished = false;
+				pthread_mutex_lock(&p->lock);
+				continue;
+			}
 			pthread_cond_wait(&p->cond, &p->lock);
+		}
 		r = afio_reqq_pop(&p->work);
 		if (!r)
 			break;
 		slot_of(p, r)->where = W_RUNNING;
 		slot_of(p, r)->worker = w;
 		pthread_mutex_unlock(&p->lock);
+		if (finished) {
+			signal_owner(p);
+			finished = false;
+		}
 
 		armed = false;
 		res = perform(w, r, &armed);
@@ -382,12 +397,12 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&p->lock);
 		if (!armed) {
 			finish_locked(p, r, res);
-			pthread_mutex_unlock(&p->lock);
-			signal_owner(p);
-			pthread_mutex_lock(&p->lock);
+			finished = true;
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
+	if (finished)
+		signal_owner(p);
 	return NULL;
 }
 
