@@ -100,8 +100,8 @@ AFIO_API int afio_mode_parse(const char *name, enum afio_mode *m);
    afio_poll().  -EAGAIN when `entries` requests are queued or in flight,
    -EINVAL for a NULL buffer, iovec or callback, a negative or too large
    iovec count, a length over SSIZE_MAX or an offset over INT64_MAX,
-   -EBADF for a negative fd.  Errors of the I/O itself arrive at the
-   callback. */
+   -EBADF for a negative fd, -ESHUTDOWN from a callback that
+   afio_destroy() runs.  Errors of the I/O itself arrive at the callback. */
 AFIO_API int afio_read(afio_ctx *ctx, int fd, void *buf, size_t len, uint64_t off,
 		       afio_cb cb, void *data);
 AFIO_API int afio_write(afio_ctx *ctx, int fd, const void *buf, size_t len, uint64_t off,

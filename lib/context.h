@@ -25,7 +25,6 @@ struct afio_ctx {
 	char skip_reason[AFIO_BACKEND_MAX + 1][AFIO_REASON_LEN];
 };
 
-void afio_config_from_env(struct afio_config *cfg);
 int afio_select_backend(struct afio_ctx *ctx);
 
 /* Cancel everything queued or in flight (destroy). */

@@ -3,7 +3,7 @@
 # --bench also what the backend comparison uses; only what is missing.
 set -eu
 
-pkgs="gcc libc6-dev pkg-config meson ninja-build liburing-dev libaio-dev check"
+pkgs="gcc libc6-dev pkg-config meson ninja-build liburing-dev libaio-dev check groff-base"
 [ "${1:-}" = "--bench" ] && pkgs="$pkgs fio gnuplot-nox"
 
 missing=""
