@@ -1,18 +1,767 @@
 /* SPDX-License-Identifier: MIT */
-/* Placeholder until the libaio backend lands: reports itself unavailable. */
+/*
+ * The Linux AIO backend, on libaio.
+ *
+ * Linux AIO is asynchronous only for O_DIRECT I/O that meets the file's
+ * direct I/O alignment; for anything else io_submit() does the work, blocking
+ * the caller.  So only aligned O_DIRECT reads and writes, fsync/fdatasync
+ * (the kernel runs IOCB_CMD_FSYNC on a workqueue) and readiness polls of
+ * sockets (IOCB_CMD_POLL) go to the kernel; everything else is handed to the
+ * thread pool.
+ *
+ * Writes that extend the file go to the pool as well: ext4 completes them
+ * inside io_submit().
+ *
+ * Alignment: statx(STATX_DIOALIGN) (Linux 6.1+), the kernel's own answer
+ * per file, where the file system gives it; else the logical block size of
+ * the device (BLKSSZGET for a block device, sysfs for a file on one), the
+ * rule of older kernels.  Each file request costs an fcntl(F_GETFL) and a
+ * statx: the O_DIRECT flag belongs to the open file description (F_SETFL
+ * can change it, and a closed fd number comes back as another file), so no
+ * cache keyed by fd could be trusted without a syscall of about the same
+ * cost.  Only the sysfs lookup, several syscalls, is cached, per device.
+ *
+ * Sockets: after IOCB_CMD_POLL reports readiness, the transfer runs with
+ * MSG_DONTWAIT on the owner thread, in reap; if it would still block, the
+ * poll is armed again.  Every iocb carries the context's eventfd
+ * (IOCB_FLAG_RESFD), and reap takes events without blocking.
+ */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libaio.h>
+#include <linux/fs.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 
+#ifndef STATX_TYPE
+#define STATX_TYPE		0x00000001U
+#endif
+#ifndef STATX_SIZE
+#define STATX_SIZE		0x00000200U
+#endif
+#ifndef STATX_DIOALIGN
+#define STATX_DIOALIGN		0x00002000U
+#endif
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH		0x1000
+#endif
+
+/* The kernel's struct statx (include/uapi/linux/stat.h), spelled out so
+   that the direct I/O fields exist whatever the C library's headers say. */
+struct kstatx_ts {
+	int64_t sec;
+	uint32_t nsec;
+	int32_t reserved;
+};
+
+struct kstatx {
+	uint32_t mask;
+	uint32_t blksize;
+	uint64_t attributes;
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint16_t mode;
+	uint16_t spare0;
+	uint64_t ino;
+	uint64_t size;
+	uint64_t blocks;
+	uint64_t attributes_mask;
+	struct kstatx_ts atime, btime, ctime, mtime;
+	uint32_t rdev_major;
+	uint32_t rdev_minor;
+	uint32_t dev_major;
+	uint32_t dev_minor;
+	uint64_t mnt_id;
+	uint32_t dio_mem_align;
+	uint32_t dio_offset_align;
+	uint64_t spare[12];
+};
+
+_Static_assert(sizeof(struct kstatx) == 256, "struct statx is 256 bytes");
+_Static_assert(offsetof(struct kstatx, dio_mem_align) == 0x98, "statx layout");
+
+enum kind {
+	K_NONE,
+	K_RW,		/* O_DIRECT read or write */
+	K_SYNC,		/* fsync or fdatasync */
+	K_POLL,		/* socket readiness, transfer follows in reap */
+};
+
+enum where {
+	W_IDLE,
+	W_KERNEL,	/* its iocb is in the kernel */
+	W_PENDING,	/* a poll to arm again, waiting for room in the kernel */
+};
+
+/* iocb first: an event's obj points at the slot. */
+struct slot {
+	struct iocb iocb;
+	struct afio_req *req;
+	uint8_t kind;
+	uint8_t where;
+};
+
+#define DEV_CACHE 8
+
+struct dev_lbs {
+	dev_t dev;
+	unsigned lbs;
+};
+
+struct laio {
+	io_context_t io;
+	unsigned nr_events;
+	unsigned in_kernel;	/* iocbs submitted whose event is not yet reaped */
+	int evfd;
+	enum afio_mode mode;
+	struct slot *slots;
+	struct iocb **batch;
+	struct afio_req **batch_req;
+	struct io_event *events;
+	struct afio_reqq pending;	/* taken requests whose poll waits for room */
+	struct dev_lbs devs[DEV_CACHE];
+	unsigned dev_next;
+	bool used_statx;
+	bool used_lbs;
+};
+
+/* What decides where an O_DIRECT file request goes. */
+struct dio_facts {
+	unsigned mem;		/* buffer alignment */
+	unsigned off;		/* offset and length alignment */
+	uint64_t size;		/* file size when asked */
+};
+
+static struct slot *slot_of(struct laio *a, const struct afio_req *r)
+{
+	return &a->slots[r->index];
+}
+
+/* ---- alignment ---- */
+
+static int read_lbs_file(const char *path, unsigned *lbs)
+{
+	char buf[32];
+	char *end;
+	unsigned long v;
+	int ret;
+
+	ret = afio_read_sysctl(path, buf, sizeof(buf));
+	if (ret)
+		return ret;
+	v = strtoul(buf, &end, 10);
+	if (end == buf || !v || v > (1ul << 20) || (v & (v - 1)))
+		return -EINVAL;
+	*lbs = (unsigned)v;
+	return 0;
+}
+
+/* A partition's sysfs directory has no queue/; its disk's has. */
+static int sysfs_lbs(dev_t dev, unsigned *lbs)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/queue/logical_block_size",
+		 major(dev), minor(dev));
+	if (!read_lbs_file(path, lbs))
+		return 0;
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/../queue/logical_block_size",
+		 major(dev), minor(dev));
+	return read_lbs_file(path, lbs);
+}
+
+static int dev_lbs(struct laio *a, dev_t dev, unsigned *lbs)
+{
+	int ret;
+
+	for (unsigned i = 0; i < DEV_CACHE; i++) {
+		if (a->devs[i].lbs && a->devs[i].dev == dev) {
+			*lbs = a->devs[i].lbs;
+			return 0;
+		}
+	}
+	ret = sysfs_lbs(dev, lbs);
+	if (ret)
+		return ret;
+	a->devs[a->dev_next].dev = dev;
+	a->devs[a->dev_next].lbs = *lbs;
+	a->dev_next = (a->dev_next + 1) % DEV_CACHE;
+	return 0;
+}
+
+/* Before STATX_DIOALIGN the rule was the device's logical block size, for
+   the buffer as for the offset and length. */
+static int lbs_align(struct laio *a, int fd, const struct kstatx *st, struct dio_facts *al)
+{
+	unsigned lbs;
+	int ret;
+
+	if (S_ISBLK(st->mode)) {
+		int v;
+
+		if (ioctl(fd, BLKSSZGET, &v) < 0)
+			return -errno;
+		lbs = (unsigned)v;
+	} else if (S_ISREG(st->mode)) {
+		ret = dev_lbs(a, makedev(st->dev_major, st->dev_minor), &lbs);
+		if (ret)
+			return ret;
+	} else {
+		return -EOPNOTSUPP;
+	}
+	a->used_lbs = true;
+	al->mem = lbs;
+	al->off = lbs;
+	return 0;
+}
+
+/* Where statx itself is missing or filtered out. */
+static int fstat_fill(int fd, struct kstatx *kst)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	kst->mode = (uint16_t)st.st_mode;
+	kst->size = (uint64_t)st.st_size;
+	kst->dev_major = major(st.st_dev);
+	kst->dev_minor = minor(st.st_dev);
+	return 0;
+}
+
+/*
+ * The alignment an O_DIRECT request on fd must meet to run in the kernel,
+ * and the file's size.  -EOPNOTSUPP when direct I/O is not known to be asynchronous there (the
+ * file system reports no direct I/O for the file, or nothing says what the
+ * alignment is); -errno when fd itself is bad.
+ */
+static int dio_facts(struct laio *a, int fd, struct dio_facts *al)
+{
+	unsigned want = STATX_TYPE | STATX_SIZE | STATX_DIOALIGN;
+	struct kstatx st;
+
+	memset(&st, 0, sizeof(st));
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, want, &st) < 0) {
+		if (errno == EBADF)
+			return -EBADF;
+		if (fstat_fill(fd, &st))
+			return -EOPNOTSUPP;
+	}
+	/* A block device has no size here, and nothing to extend. */
+	al->size = S_ISREG(st.mode) ? st.size : UINT64_MAX;
+	if (st.mask & STATX_DIOALIGN) {
+		/* 0: the file system does direct I/O on this file by buffering. */
+		if (!st.dio_mem_align || !st.dio_offset_align)
+			return -EOPNOTSUPP;
+		a->used_statx = true;
+		al->mem = st.dio_mem_align;
+		al->off = st.dio_offset_align;
+		return 0;
+	}
+	return lbs_align(a, fd, &st, al) ? -EOPNOTSUPP : 0;
+}
+
+static bool aligned(uint64_t v, unsigned to)
+{
+	return !(v & (to - 1));
+}
+
+/* Buffer address and length of each segment, and the offset. */
+static bool req_aligned(const struct afio_req *r, const struct dio_facts *al)
+{
+	if (!aligned(r->off, al->off))
+		return false;
+	if (r->op == AFIO_OP_READ || r->op == AFIO_OP_WRITE)
+		return aligned((uintptr_t)r->buf, al->mem) && aligned(r->len, al->off);
+	for (size_t i = 0; i < r->len; i++)
+		if (!aligned((uintptr_t)r->iov[i].iov_base, al->mem) ||
+		    !aligned(r->iov[i].iov_len, al->off))
+			return false;
+	return true;
+}
+
+/*
+ * A direct write past the end of the file is done inside io_submit() on
+ * ext4 (it waits for the I/O to update the size), milliseconds here; so it
+ * goes to the pool, like a misaligned one.  Preallocated files
+ * (fallocate, ftruncate) are written asynchronously.
+ */
+static bool extends(const struct afio_req *r, const struct dio_facts *al)
+{
+	if (r->op != AFIO_OP_WRITE && r->op != AFIO_OP_WRITEV)
+		return false;
+	return r->off + afio_req_bytes(r) > al->size;
+}
+
+/* ---- preparing iocbs ---- */
+
+static void prep_rw(struct slot *s, const struct afio_req *r)
+{
+	switch (r->op) {
+	case AFIO_OP_READ:
+		io_prep_pread(&s->iocb, r->fd, r->buf, r->len, (long long)r->off);
+		break;
+	case AFIO_OP_WRITE:
+		io_prep_pwrite(&s->iocb, r->fd, r->buf, r->len, (long long)r->off);
+		break;
+	case AFIO_OP_READV:
+		io_prep_preadv(&s->iocb, r->fd, r->iov, (int)r->len, (long long)r->off);
+		break;
+	default:
+		io_prep_pwritev(&s->iocb, r->fd, r->iov, (int)r->len, (long long)r->off);
+		break;
+	}
+	s->kind = K_RW;
+}
+
+static void prep_sync(struct slot *s, const struct afio_req *r)
+{
+	if (r->flags & AFIO_FSYNC_DATASYNC)
+		io_prep_fdsync(&s->iocb, r->fd);
+	else
+		io_prep_fsync(&s->iocb, r->fd);
+	s->kind = K_SYNC;
+}
+
+static void prep_poll(struct slot *s, const struct afio_req *r)
+{
+	io_prep_poll(&s->iocb, r->fd, r->op == AFIO_OP_RECV ? POLLIN : POLLOUT);
+	s->kind = K_POLL;
+}
+
+static ssize_t sock_xfer(const struct afio_req *r)
+{
+	ssize_t n;
+
+	do {
+		if (r->op == AFIO_OP_RECV)
+			n = recv(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT);
+		else
+			n = send(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+/* ---- sorting requests ---- */
+
+enum route {
+	R_KERNEL,	/* s->iocb is ready for io_submit */
+	R_POOL,
+	R_DONE,		/* finished here with *res */
+};
+
+static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
+			     ssize_t *res)
+{
+	struct dio_facts al;
+	int fl, ret;
+
+	fl = fcntl(r->fd, F_GETFL);
+	if (fl < 0) {
+		*res = -errno;
+		return R_DONE;
+	}
+	if (!(fl & O_DIRECT))
+		return R_POOL;
+	ret = dio_facts(a, r->fd, &al);
+	if (ret == -EBADF) {
+		*res = ret;
+		return R_DONE;
+	}
+	if (ret || !req_aligned(r, &al) || extends(r, &al))
+		return R_POOL;
+	prep_rw(s, r);
+	return R_KERNEL;
+}
+
+/* ASYNC blocks a worker on the socket; INLINE tries once here first. */
+static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *s,
+			       ssize_t *res)
+{
+	if (a->mode == AFIO_MODE_ASYNC) {
+		/* A closed fd fails here, as in the other modes, not in the
+		   pool, whose own fds may take its number when it starts. */
+		if (fcntl(r->fd, F_GETFD) < 0) {
+			*res = -errno;
+			return R_DONE;
+		}
+		return R_POOL;
+	}
+	if (a->mode == AFIO_MODE_INLINE) {
+		*res = sock_xfer(r);
+		if (*res != -EAGAIN) {
+			afio_count_nowait(r->ctx);
+			return R_DONE;
+		}
+	}
+	prep_poll(s, r);
+	return R_KERNEL;
+}
+
+static enum route route(struct laio *a, struct afio_req *r, ssize_t *res)
+{
+	struct slot *s = slot_of(a, r);
+
+	switch (r->op) {
+	case AFIO_OP_FSYNC:
+		prep_sync(s, r);
+		return R_KERNEL;
+	case AFIO_OP_RECV:
+	case AFIO_OP_SEND:
+		return route_socket(a, r, s, res);
+	default:
+		return route_file(a, r, s, res);
+	}
+}
+
+/* ---- io_submit ---- */
+
+static void to_kernel(struct laio *a, struct afio_req *r)
+{
+	struct slot *s = slot_of(a, r);
+
+	io_set_eventfd(&s->iocb, a->evfd);
+	s->req = r;
+	s->where = W_KERNEL;
+	a->in_kernel++;
+}
+
+/* An iocb the kernel refused at submit, other than for lack of room. */
+static void refused(struct afio_engine *e, struct afio_req *r, int err)
+{
+	struct slot *s = slot_of(e->priv, r);
+	bool ours = r->engine == e;
+	uint8_t kind = s->kind;
+
+	s->where = W_IDLE;
+	s->kind = K_NONE;
+	/* EINVAL: this file system or kernel lacks the command; EAGAIN with
+	   nothing in the kernel: no room will come.  The pool can do either
+	   the blocking way.  Else the error is the request's result. */
+	if (err == -EAGAIN || (err == -EINVAL && kind != K_RW)) {
+		if (ours) {
+			e->handed--;
+			r->engine = NULL;
+		}
+		afio_route_to_pool(e, r);
+	} else {
+		afio_req_done(r, err);
+	}
+}
+
+/*
+ * io_submit() reqs[0..n); returns how many the kernel holds or refused, so
+ * that reqs[ret..n) are still to go (a full kernel queue).  Slots are marked
+ * in the kernel before the call, undone for what did not go.
+ */
+static unsigned submit_batch(struct afio_engine *e, struct afio_req **reqs, unsigned n)
+{
+	struct laio *a = e->priv;
+	unsigned done = 0;
+	int ret;
+
+	for (unsigned i = 0; i < n; i++) {
+		to_kernel(a, reqs[i]);
+		a->batch[i] = &slot_of(a, reqs[i])->iocb;
+	}
+	while (done < n) {
+		ret = io_submit(a->io, (long)(n - done), a->batch + done);
+		if (ret == -EINTR)
+			continue;
+		if (ret > 0) {
+			done += (unsigned)ret;
+			continue;
+		}
+		/* With nothing in the kernel, no completion would make room. */
+		if (ret == -EAGAIN && a->in_kernel > n - done)
+			break;
+		a->in_kernel--;
+		refused(e, reqs[done], ret ? ret : -EIO);
+		done++;
+	}
+	for (unsigned i = done; i < n; i++) {
+		slot_of(a, reqs[i])->where = W_IDLE;
+		a->in_kernel--;
+	}
+	return done;
+}
+
+/* Arms again the polls that found no room earlier; they are already ours. */
+static void submit_pending(struct afio_engine *e)
+{
+	struct laio *a = e->priv;
+	struct afio_req *r;
+	unsigned n = 0, went;
+
+	while (n < a->nr_events && (r = afio_reqq_pop(&a->pending)))
+		a->batch_req[n++] = r;
+	if (!n)
+		return;
+	went = submit_batch(e, a->batch_req, n);
+	while (n > went) {
+		r = a->batch_req[--n];
+		slot_of(a, r)->where = W_PENDING;
+		afio_reqq_push_front(&a->pending, r);
+	}
+}
+
+/* Back to the head of q, in their order: they wait for a reap. */
+static void give_back(struct afio_reqq *q, struct afio_req **reqs, unsigned from, unsigned n)
+{
+	while (n > from)
+		afio_reqq_push_front(q, reqs[--n]);
+}
+
+static int libaio_submit(struct afio_engine *e, struct afio_reqq *q)
+{
+	struct laio *a = e->priv;
+	struct afio_req *r;
+	unsigned n = 0, went;
+	int taken = 0;
+	ssize_t res;
+
+	if (a->pending.head)
+		submit_pending(e);
+	while (n < a->nr_events && (r = afio_reqq_pop(q))) {
+		switch (route(a, r, &res)) {
+		case R_KERNEL:
+			a->batch_req[n++] = r;
+			continue;
+		case R_POOL:
+			afio_route_to_pool(e, r);
+			break;
+		case R_DONE:
+			afio_req_done(r, res);
+			break;
+		}
+		taken++;
+	}
+	if (!n)
+		return taken;
+	went = submit_batch(e, a->batch_req, n);
+	/* Taken only now: until io_submit took them they were the queue's. */
+	for (unsigned i = 0; i < went; i++)
+		if (slot_of(a, a->batch_req[i])->where == W_KERNEL)
+			afio_engine_take(e, a->batch_req[i]);
+	give_back(q, a->batch_req, went, n);
+	taken += (int)went;
+	return taken ? taken : -EAGAIN;
+}
+
+/* ---- completions ---- */
+
+/* A poll found the socket ready (or was canceled): transfer or arm again. */
+static void poll_ready(struct laio *a, struct afio_req *r, long mask)
+{
+	struct slot *s = slot_of(a, r);
+	ssize_t res;
+
+	if (r->cancel) {
+		afio_req_done(r, -ECANCELED);
+		return;
+	}
+	res = mask < 0 ? mask : sock_xfer(r);
+	if (res != -EAGAIN) {
+		afio_req_done(r, res);
+		return;
+	}
+	prep_poll(s, r);
+	s->where = W_PENDING;
+	afio_reqq_push(&a->pending, r);
+}
+
+static void complete(struct laio *a, struct io_event *ev)
+{
+	struct slot *s = (struct slot *)ev->obj;
+	struct afio_req *r = s->req;
+	long res = (long)ev->res;
+	uint8_t kind = s->kind;
+
+	a->in_kernel--;
+	s->where = W_IDLE;
+	s->kind = K_NONE;
+	if (kind == K_POLL)
+		poll_ready(a, r, res);
+	else
+		afio_req_done(r, res);
+}
+
+static void libaio_reap(struct afio_engine *e)
+{
+	struct laio *a = e->priv;
+	struct timespec zero = { 0, 0 };
+	int n;
+
+	do {
+		n = io_getevents(a->io, 0, (long)a->nr_events, a->events, &zero);
+		for (int i = 0; i < n; i++)
+			complete(a, &a->events[i]);
+	} while (n == (int)a->nr_events);
+	if (a->pending.head)
+		submit_pending(e);
+}
+
+/* Only polls can be canceled in the kernel; direct I/O and fsync finish. */
+static void libaio_cancel(struct afio_engine *e, struct afio_req *r)
+{
+	struct laio *a = e->priv;
+	struct slot *s = slot_of(a, r);
+	struct io_event ev;
+
+	if (s->where == W_PENDING) {
+		afio_reqq_remove(&a->pending, r);
+		s->where = W_IDLE;
+		s->kind = K_NONE;
+		afio_req_done(r, -ECANCELED);
+		return;
+	}
+	/* On success the event still comes, with no revents: see poll_ready. */
+	if (s->where == W_KERNEL && s->kind == K_POLL)
+		(void)io_cancel(a->io, &s->iocb, &ev);
+}
+
+/* ---- set-up ---- */
+
+static void probe_reason(int err, char *reason, size_t len)
+{
+	char max[32] = "?", cur[32] = "?";
+
+	switch (err) {
+	case -EAGAIN:
+		afio_read_sysctl("/proc/sys/fs/aio-max-nr", max, sizeof(max));
+		afio_read_sysctl("/proc/sys/fs/aio-nr", cur, sizeof(cur));
+		afio_reason(reason, len, "io_setup: %s (fs.aio-max-nr=%s, fs.aio-nr=%s)",
+			    strerror(-err), max, cur);
+		break;
+	case -EPERM:
+		afio_reason(reason, len, "io_setup: %s (denied by a seccomp filter "
+			    "or security policy)", strerror(-err));
+		break;
+	case -ENOSYS:
+		afio_reason(reason, len, "io_setup: %s (kernel built without AIO)",
+			    strerror(-err));
+		break;
+	default:
+		afio_reason(reason, len, "io_setup: %s", strerror(-err));
+		break;
+	}
+}
+
+/* libaio returns -errno itself; it does not set errno. */
+static int setup_io(unsigned entries, io_context_t *io, char *reason, size_t len)
+{
+	int ret;
+
+	*io = NULL;
+	if (entries > INT32_MAX)
+		ret = -EINVAL;
+	else
+		ret = io_setup((int)entries, io);
+	if (ret < 0) {
+		probe_reason(ret, reason, len);
+		return ret;
+	}
+	return 0;
+}
+
 static int libaio_probe(const struct afio_config *cfg, char *reason, size_t len)
 {
-	(void)cfg;
-	afio_reason(reason, len, "libaio: backend not implemented yet");
-	return -ENOSYS;
+	io_context_t io;
+	int ret;
+
+	ret = setup_io(cfg->entries, &io, reason, len);
+	if (ret)
+		return ret;
+	io_destroy(io);
+	afio_reason(reason, len, "libaio: available");
+	return 0;
+}
+
+static void free_laio(struct laio *a)
+{
+	if (a->io)
+		io_destroy(a->io);
+	free(a->slots);
+	free(a->batch);
+	free(a->batch_req);
+	free(a->events);
+	free(a);
+}
+
+static int libaio_init(struct afio_engine *e, const struct afio_config *cfg,
+		       char *reason, size_t len)
+{
+	unsigned n = afio_ctx_entries(e->ctx);
+	struct laio *a;
+	int ret;
+
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->nr_events = n;
+	a->mode = cfg->mode;
+	a->evfd = afio_ctx_eventfd(e->ctx);
+	afio_reqq_init(&a->pending);
+	a->slots = calloc(n, sizeof(*a->slots));
+	a->batch = calloc(n, sizeof(*a->batch));
+	a->batch_req = calloc(n, sizeof(*a->batch_req));
+	a->events = calloc(n, sizeof(*a->events));
+	if (!a->slots || !a->batch || !a->batch_req || !a->events) {
+		free_laio(a);
+		return -ENOMEM;
+	}
+	ret = setup_io(n, &a->io, reason, len);
+	if (ret) {
+		free_laio(a);
+		return ret;
+	}
+	e->priv = a;
+	return 0;
+}
+
+static void libaio_exit(struct afio_engine *e)
+{
+	free_laio(e->priv);
+	e->priv = NULL;
+}
+
+static int libaio_describe(const struct afio_engine *e, char *buf, size_t len)
+{
+	const struct laio *a = e->priv;
+	const char *how = "statx, else logical block size";
+
+	if (a->used_statx && a->used_lbs)
+		how = "statx and logical block size";
+	else if (a->used_statx)
+		how = "statx";
+	else if (a->used_lbs)
+		how = "logical block size";
+	return snprintf(buf, len, "libaio: nr_events=%u, dio alignment: %s, mode %s",
+			a->nr_events, how, afio_mode_name(a->mode));
 }
 
 const struct afio_backend_ops afio_backend_libaio = {
 	.id = AFIO_BACKEND_LIBAIO,
 	.name = "libaio",
 	.probe = libaio_probe,
+	.init = libaio_init,
+	.exit = libaio_exit,
+	.submit = libaio_submit,
+	.reap = libaio_reap,
+	.cancel = libaio_cancel,
+	.describe = libaio_describe,
 };
