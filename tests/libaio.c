@@ -1,0 +1,516 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The libaio backend: what goes to the kernel and what goes to the pool,
+ * fsync through IOCB_CMD_FSYNC, cancel of a socket poll, and the probe when
+ * a seccomp filter denies io_setup.  One mode per run (from argv).
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/aio_abi.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "asyncfio.h"
+#include "testutil.h"
+
+/* Every block size a logical block can have here divides this. */
+#define BLK 4096u
+#define NBLK 16u
+
+static enum afio_mode target_mode;
+
+struct done {
+	int calls;
+	ssize_t res;
+};
+
+static void on_done(void *data, ssize_t res)
+{
+	struct done *d = data;
+
+	d->calls++;
+	d->res = res;
+}
+
+static void wait_done(afio_ctx *ctx, struct done *d)
+{
+	while (!d->calls)
+		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
+}
+
+static uint64_t fallbacks(afio_ctx *ctx)
+{
+	struct afio_stats st;
+
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	return st.fallbacks;
+}
+
+static afio_ctx *new_ctx(void)
+{
+	return tu_ctx(AFIO_BACKEND_LIBAIO, target_mode, 0);
+}
+
+/* A buffered temporary file of `size` bytes (a hole) and the same file
+   opened again with O_DIRECT; false when the file system here takes no
+   O_DIRECT. */
+static bool open_pair(int *buffered, int *direct, off_t size)
+{
+	char path[64];
+
+	*buffered = tu_tmpfile(0);
+	ck_assert_msg(*buffered >= 0, "tmpfile: %s", strerror(-*buffered));
+	ck_assert_int_eq(ftruncate(*buffered, size), 0);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", *buffered);
+	*direct = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+	if (*direct < 0) {
+		ck_assert_int_eq(errno, EINVAL);
+		printf("no O_DIRECT in $AFIO_TEST_DIR: case not run\n");
+		close(*buffered);
+		return false;
+	}
+	return true;
+}
+
+static unsigned char *block_buf(size_t len, unsigned char fill)
+{
+	unsigned char *p = aligned_alloc(BLK, len);
+
+	ck_assert_ptr_nonnull(p);
+	for (size_t i = 0; i < len; i++)
+		p[i] = (unsigned char)(fill + i * 7 + i / BLK);
+	return p;
+}
+
+/* One read or write, waited for: it moves all of len, and stats.fallbacks
+   grows by `pooled` (0: the kernel did it). */
+static void rw_once(afio_ctx *ctx, bool write, int fd, void *buf, size_t len,
+		    uint64_t off, unsigned pooled)
+{
+	uint64_t fb = fallbacks(ctx);
+	struct done d = { 0 };
+	int ret;
+
+	if (write)
+		ret = afio_write(ctx, fd, buf, len, off, on_done, &d);
+	else
+		ret = afio_read(ctx, fd, buf, len, off, on_done, &d);
+	ck_assert_int_eq(ret, 0);
+	wait_done(ctx, &d);
+	ck_assert_int_eq(d.calls, 1);
+	ck_assert_int_eq(d.res, len);
+	ck_assert_uint_eq(fallbacks(ctx), fb + pooled);
+}
+
+/* What the file holds, as a plain buffered read sees it. */
+static void expect_file(int fd, const unsigned char *ref, size_t len)
+{
+	unsigned char *back = malloc(len);
+
+	ck_assert_ptr_nonnull(back);
+	ck_assert_int_eq(pread(fd, back, len, 0), len);
+	ck_assert(!memcmp(back, ref, len));
+	free(back);
+}
+
+/* ---- O_DIRECT: the kernel, and the pool for what it cannot do well ---- */
+
+START_TEST(test_direct_aligned)
+{
+	unsigned char *ref = block_buf(NBLK * BLK, 3), *back = block_buf(NBLK * BLK, 0);
+	struct done w[NBLK] = { { 0 } }, rv = { 0 };
+	afio_ctx *ctx = new_ctx();
+	struct iovec iov[2];
+	int fd, dfd;
+	uint64_t fb;
+	char desc[160];
+
+	if (!open_pair(&fd, &dfd, NBLK * BLK))
+		goto out;
+	fb = fallbacks(ctx);
+	/* One batch of writes, then one read of everything and one vectored. */
+	for (unsigned i = 0; i < NBLK; i++)
+		ck_assert_int_eq(afio_write(ctx, dfd, ref + i * BLK, BLK, (uint64_t)i * BLK,
+					    on_done, &w[i]), 0);
+	for (unsigned i = 0; i < NBLK; i++) {
+		wait_done(ctx, &w[i]);
+		ck_assert_int_eq(w[i].calls, 1);
+		ck_assert_int_eq(w[i].res, BLK);
+	}
+	rw_once(ctx, false, dfd, back, NBLK * BLK, 0, 0);
+	ck_assert(!memcmp(back, ref, NBLK * BLK));
+
+	memset(back, 0, NBLK * BLK);
+	iov[0] = (struct iovec){ back + 2 * BLK, BLK };
+	iov[1] = (struct iovec){ back, 2 * BLK };
+	ck_assert_int_eq(afio_readv(ctx, dfd, iov, 2, BLK, on_done, &rv), 0);
+	wait_done(ctx, &rv);
+	ck_assert_int_eq(rv.res, 3 * BLK);
+	ck_assert(!memcmp(back + 2 * BLK, ref + BLK, BLK));
+	ck_assert(!memcmp(back, ref + 2 * BLK, 2 * BLK));
+
+	ck_assert_uint_eq(fallbacks(ctx), fb);
+	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
+	ck_assert_msg(strstr(desc, "libaio: nr_events=") && strstr(desc, "dio alignment: "),
+		      "describe: %s", desc);
+	expect_file(fd, ref, NBLK * BLK);
+	close(dfd);
+	close(fd);
+out:
+	afio_destroy(ctx);
+	free(ref);
+	free(back);
+}
+END_TEST
+
+START_TEST(test_buffered_goes_to_pool)
+{
+	unsigned char *ref = block_buf(BLK, 9), *back = block_buf(BLK, 0);
+	afio_ctx *ctx = new_ctx();
+	int fd = tu_tmpfile(0);
+
+	ck_assert_int_ge(fd, 0);
+	/* Aligned, but buffered: io_submit would do it in the caller. */
+	rw_once(ctx, true, fd, ref, BLK, 0, 1);
+	rw_once(ctx, false, fd, back, BLK, 0, 1);
+	ck_assert(!memcmp(back, ref, BLK));
+	afio_destroy(ctx);
+	close(fd);
+	free(ref);
+	free(back);
+}
+END_TEST
+
+/*
+ * A misaligned O_DIRECT request goes to the pool and gets there what
+ * pread(2) on the same fd gets: the bytes where the file system does such
+ * I/O itself, -EINVAL where it refuses it (ext4, xfs).
+ */
+static void misaligned_read(afio_ctx *ctx, int dfd, unsigned char *buf, size_t len, off_t off)
+{
+	unsigned char *want = malloc(len);
+	struct done r = { 0 };
+	uint64_t fb = fallbacks(ctx);
+	ssize_t n;
+
+	ck_assert_ptr_nonnull(want);
+	n = pread(dfd, buf, len, off);
+	if (n < 0)
+		n = -errno;
+	else
+		memcpy(want, buf, (size_t)n);
+	memset(buf, 0, len);
+	ck_assert_int_eq(afio_read(ctx, dfd, buf, len, (uint64_t)off, on_done, &r), 0);
+	wait_done(ctx, &r);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_uint_eq(fallbacks(ctx), fb + 1);
+	ck_assert_msg(r.res == n, "misaligned read: %zd, pread says %zd", r.res, n);
+	if (n > 0)
+		ck_assert(!memcmp(buf, want, (size_t)n));
+	free(want);
+}
+
+START_TEST(test_direct_misaligned)
+{
+	unsigned char *ref = block_buf(4 * BLK, 5), *buf = block_buf(4 * BLK, 0);
+	afio_ctx *ctx = new_ctx();
+	int fd, dfd;
+
+	if (!open_pair(&fd, &dfd, 0))
+		goto out;
+	ck_assert_int_eq(pwrite(fd, ref, 4 * BLK, 0), 4 * BLK);
+	ck_assert_int_eq(fsync(fd), 0);
+	misaligned_read(ctx, dfd, buf + 1, BLK, 0);	/* buffer */
+	misaligned_read(ctx, dfd, buf, BLK, 1);		/* offset */
+	misaligned_read(ctx, dfd, buf, BLK - 1, 0);	/* length */
+	close(dfd);
+	close(fd);
+out:
+	afio_destroy(ctx);
+	free(ref);
+	free(buf);
+}
+END_TEST
+
+/* Aligned, but past the end of the file: ext4 would finish it inside
+   io_submit(), so it goes to the pool; inside the file it does not. */
+START_TEST(test_direct_extending_write)
+{
+	unsigned char *ref = block_buf(2 * BLK, 11);
+	afio_ctx *ctx = new_ctx();
+	int fd, dfd;
+
+	if (!open_pair(&fd, &dfd, BLK))
+		goto out;
+	rw_once(ctx, true, dfd, ref, BLK, 0, 0);
+	rw_once(ctx, true, dfd, ref + BLK, BLK, BLK, 1);
+	expect_file(fd, ref, 2 * BLK);
+	close(dfd);
+	close(fd);
+out:
+	afio_destroy(ctx);
+	free(ref);
+}
+END_TEST
+
+/* ---- fsync ---- */
+
+/* Whether this kernel and file system take IOCB_CMD_FSYNC on fd: asked
+   directly, without the library. */
+static bool kernel_takes_fsync(int fd)
+{
+	aio_context_t io = 0;
+	struct iocb cb, *cbs[1] = { &cb };
+	struct io_event ev;
+	long ret;
+
+	ck_assert_int_eq(syscall(SYS_io_setup, 1, &io), 0);
+	memset(&cb, 0, sizeof(cb));
+	cb.aio_lio_opcode = IOCB_CMD_FSYNC;
+	cb.aio_fildes = (unsigned)fd;
+	ret = syscall(SYS_io_submit, io, 1, cbs);
+	if (ret == 1)
+		ck_assert_int_eq(syscall(SYS_io_getevents, io, 1, 1, &ev, NULL), 1);
+	syscall(SYS_io_destroy, io);
+	return ret == 1;
+}
+
+START_TEST(test_fsync_in_kernel)
+{
+	unsigned char *ref = block_buf(BLK, 1);
+	struct done s = { 0 }, ds = { 0 };
+	afio_ctx *ctx = new_ctx();
+	int fd, dfd;
+	uint64_t fb;
+
+	if (!open_pair(&fd, &dfd, BLK))
+		goto out;
+	if (!kernel_takes_fsync(dfd)) {
+		printf("IOCB_CMD_FSYNC refused here: case not run\n");
+		goto close;
+	}
+	rw_once(ctx, true, dfd, ref, BLK, 0, 0);
+	fb = fallbacks(ctx);
+	ck_assert_int_eq(afio_fsync(ctx, dfd, 0, on_done, &s), 0);
+	ck_assert_int_eq(afio_fsync(ctx, dfd, AFIO_FSYNC_DATASYNC, on_done, &ds), 0);
+	wait_done(ctx, &s);
+	wait_done(ctx, &ds);
+	ck_assert_int_eq(s.res, 0);
+	ck_assert_int_eq(ds.res, 0);
+	ck_assert_int_eq(s.calls + ds.calls, 2);
+	ck_assert_uint_eq(fallbacks(ctx), fb);
+close:
+	close(dfd);
+	close(fd);
+out:
+	afio_destroy(ctx);
+	free(ref);
+}
+END_TEST
+
+/* ---- sockets ---- */
+
+START_TEST(test_cancel_polled_recv)
+{
+	afio_ctx *ctx = new_ctx();
+	struct done r = { 0 };
+	struct afio_stats st;
+	char in[16], c;
+	int sv[2];
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	ck_assert_int_eq(afio_poll(ctx, 0, 20), 0);
+	ck_assert_int_eq(r.calls, 0);
+	ck_assert_int_eq(afio_cancel(ctx, &r), 1);
+	wait_done(ctx, &r);
+	ck_assert_int_eq(r.res, -ECANCELED);
+	/* Data sent later is left for whoever reads next. */
+	ck_assert_int_eq(write(sv[0], "z", 1), 1);
+	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_int_eq(recv(sv[1], &c, 1, MSG_DONTWAIT), 1);
+	ck_assert_int_eq(c, 'z');
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.canceled, 1);
+	ck_assert_uint_eq(st.in_flight, 0);
+	/* Only ASYNC hands sockets to the pool; the others poll in the kernel. */
+	ck_assert_uint_eq(st.fallbacks, target_mode == AFIO_MODE_ASYNC);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* Readiness that is gone by the time of the transfer: the poll is armed
+   again and the recv completes with what comes next. */
+START_TEST(test_poll_rearmed)
+{
+	afio_ctx *ctx = new_ctx();
+	struct done r = { 0 };
+	char in[16] = "", c;
+	int sv[2];
+
+	if (target_mode == AFIO_MODE_ASYNC)
+		goto out;	/* a pool worker would race the test for the byte */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	ck_assert_int_eq(afio_submit(ctx), 1);
+	ck_assert_int_eq(write(sv[0], "a", 1), 1);
+	ck_assert_int_eq(recv(sv[1], &c, 1, MSG_DONTWAIT), 1);
+	ck_assert_int_eq(afio_poll(ctx, 0, 0), 0);
+	ck_assert_int_eq(r.calls, 0);
+	ck_assert_int_eq(write(sv[0], "bc", 2), 2);
+	wait_done(ctx, &r);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_int_eq(r.res, 2);
+	ck_assert(!memcmp(in, "bc", 2));
+	ck_assert_uint_eq(fallbacks(ctx), 0);
+	close(sv[0]);
+	close(sv[1]);
+out:
+	afio_destroy(ctx);
+}
+END_TEST
+
+/* ---- probing ---- */
+
+/* In a child with io_uring_setup and io_setup denied as a container does;
+   returns a non-zero code naming the first thing that was wrong. */
+static int denied_child(void)
+{
+	static const long deny[] = { __NR_io_uring_setup, __NR_io_setup };
+	struct afio_config cfg;
+	afio_ctx *ctx = NULL;
+	char reason[256];
+	int ret;
+
+	unsetenv("AFIO_BACKEND");
+	unsetenv("AFIO_MODE");
+	unsetenv("AFIO_NO_FALLBACK");
+	if (tu_deny_syscalls(deny, 2))
+		return 10;
+	ret = afio_probe(AFIO_BACKEND_LIBAIO, reason, sizeof(reason));
+	fprintf(stderr, "probe libaio: %d, %s\n", ret, reason);
+	if (ret != -EPERM)
+		return 11;
+	if (strncmp(reason, "io_setup: ", 10) || !strstr(reason, strerror(EPERM)) ||
+	    !strstr(reason, "seccomp"))
+		return 12;
+
+	if (afio_create(&ctx, NULL))
+		return 13;
+	ret = afio_backend(ctx) == AFIO_BACKEND_THREADS ? 0 : 14;
+	if (!ret && strncmp(afio_skip_reason(ctx, AFIO_BACKEND_LIBAIO), "io_setup: ", 10))
+		ret = 15;
+	afio_destroy(ctx);
+	if (ret)
+		return ret;
+
+	afio_config_init(&cfg);
+	cfg.backend = AFIO_BACKEND_LIBAIO;
+	cfg.flags = AFIO_NO_FALLBACK;
+	ret = afio_create(&ctx, &cfg);
+	fprintf(stderr, "create libaio, no fallback: %d\n", ret);
+	return ret == -EPERM && !ctx ? 0 : 16;
+}
+
+START_TEST(test_denied_by_seccomp)
+{
+	int status;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid)
+		_exit(denied_child());
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "denied child: status %#x (see its stderr)", status);
+}
+END_TEST
+
+/* More events than fs.aio-max-nr allows: the reason quotes the limits. */
+START_TEST(test_aio_max_nr_reason)
+{
+	struct afio_config cfg;
+	afio_ctx *ctx = NULL;
+	char max[32];
+	const char *why;
+	FILE *f = fopen("/proc/sys/fs/aio-max-nr", "r");
+	unsigned long lim;
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%lu", &lim), 1);
+	fclose(f);
+	if (lim >= (1ul << 20)) {
+		printf("fs.aio-max-nr=%lu: above what a context may ask, case not run\n", lim);
+		return;
+	}
+	afio_config_init(&cfg);
+	cfg.backend = AFIO_BACKEND_LIBAIO;
+	cfg.mode = target_mode;
+	cfg.entries = (unsigned)lim + 1;
+	ck_assert_int_eq(afio_create(&ctx, &cfg), 0);
+	ck_assert_int_ne(afio_backend(ctx), AFIO_BACKEND_LIBAIO);
+	why = afio_skip_reason(ctx, AFIO_BACKEND_LIBAIO);
+	snprintf(max, sizeof(max), "fs.aio-max-nr=%lu,", lim);
+	ck_assert_msg(!strncmp(why, "io_setup: ", 10) && strstr(why, strerror(EAGAIN)) &&
+		      strstr(why, max) && strstr(why, "fs.aio-nr="), "reason: %s", why);
+	afio_destroy(ctx);
+}
+END_TEST
+
+static Suite *libaio_suite(void)
+{
+	Suite *s = suite_create("libaio");
+	TCase *direct = tcase_create("direct");
+	TCase *sockets = tcase_create("sockets");
+	TCase *probe = tcase_create("probe");
+
+	tcase_add_test(direct, test_direct_aligned);
+	tcase_add_test(direct, test_buffered_goes_to_pool);
+	tcase_add_test(direct, test_direct_misaligned);
+	tcase_add_test(direct, test_direct_extending_write);
+	tcase_add_test(direct, test_fsync_in_kernel);
+	tcase_add_test(sockets, test_cancel_polled_recv);
+	tcase_add_test(sockets, test_poll_rearmed);
+	tcase_add_test(probe, test_denied_by_seccomp);
+	tcase_add_test(probe, test_aio_max_nr_reason);
+	tcase_set_timeout(direct, 120);
+	tcase_set_timeout(sockets, 120);
+	tcase_set_timeout(probe, 120);
+	suite_add_tcase(s, direct);
+	suite_add_tcase(s, sockets);
+	suite_add_tcase(s, probe);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	enum afio_backend b;
+	SRunner *sr;
+	int failed, ret;
+
+	ret = tu_parse_target(argc, argv, &b, &target_mode);
+	if (ret)
+		return ret;
+	if (b != AFIO_BACKEND_LIBAIO) {
+		fprintf(stderr, "%s: only --backend libaio\n", argv[0]);
+		return 2;
+	}
+	printf("libaio: mode %s\n", afio_mode_name(target_mode));
+	sr = srunner_create(libaio_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
