@@ -7,19 +7,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-need=""
-for p in liburing-dev libaio-dev check meson ninja-build pkg-config fio gnuplot-nox; do
-	dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
-done
-if [ -n "$need" ]; then
-	sudo=""
-	[ "$(id -u)" = 0 ] || sudo=sudo
-	echo "installing:$need"
-	$sudo apt-get update -q
-	# shellcheck disable=SC2086
-	$sudo apt-get install -y -q $need
-fi
-
+scripts/install-deps.sh --bench
 [ -f build-bench/build.ninja ] || meson setup build-bench -Dwerror=true
 ninja -C build-bench
 
