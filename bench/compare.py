@@ -430,7 +430,18 @@ def plot(a, workloads, combos, results, fio_res, backends):
                 vals.append("%.0f" % v if v else "NaN")
             dat.write('"%s" %s\n' % (re.sub(r"\s+", " ", lab), " ".join(vals)))
         name = dat.name
-    ncol = len(cols) + len(fio_cols)
+    # One hue per backend, lighter for later modes; fio in greys.
+    shades = {"io_uring": ["#08519c", "#3182bd", "#9ecae1"],
+              "libaio": ["#006d2c", "#31a354", "#a1d99b"],
+              "threads": ["#a63603", "#e6550d", "#fdae6b"]}
+    greys = ["#252525", "#636363", "#bdbdbd"]
+    colors = [shades[b][MODES.index(m)] for b, m in combos]
+    colors += [greys[BACKENDS.index(b)] for b in backends] if fio_cols else []
+    clauses = []
+    for i, c in enumerate(colors):
+        src = "'%s'" % name if i == 0 else "''"
+        xtic = ":xtic(1)" if i == 0 else ""
+        clauses.append("%s using %d%s title columnhead lc rgb '%s'" % (src, i + 2, xtic, c))
     script = """
 set terminal pngcairo size 1400,700 noenhanced font ",10"
 set output '%s'
@@ -443,8 +454,8 @@ set ylabel 'IOPS (log scale)'
 set xtics rotate by -30
 set key outside right top
 set grid ytics
-plot for [i=2:%d] '%s' using i:xtic(1) title columnhead
-""" % (a.png, a.qd, a.runtime, ncol + 1, name)
+plot %s
+""" % (a.png, a.qd, a.runtime, ", ".join(clauses))
     p = subprocess.run(["gnuplot"], input=script, universal_newlines=True,
                        stderr=subprocess.PIPE)
     os.unlink(name)
