@@ -277,9 +277,10 @@ def main():
 def run(a, backends, have_fio):
     r = Runner(a)
     uname = os.uname()
-    print("%s, %d CPUs, kernel %s; file %s; qd %d, %d pool threads, %.2f s per cell%s"
+    print("%s, %d CPUs, kernel %s; file %s; qd %d, %d pool threads, %.2f s per cell%s; "
+          "load average %.2f"
           % (uname.machine, r.ncpu, uname.release, a.file, a.qd, a.threads, a.runtime,
-             ", %d repeats" % a.repeat if a.repeat > 1 else ""))
+             ", %d repeats" % a.repeat if a.repeat > 1 else "", os.getloadavg()[0]))
     is_blk = os.path.exists(a.file) and not os.path.isfile(a.file)
 
     workloads = []
@@ -405,7 +406,9 @@ def run(a, backends, have_fio):
             row = dict(row, cpu_us_per_io=cpu_us_per_io(row))
             wr.writerow(row)
     print()
-    print("wrote %s (%d runs) in %.0f s" % (a.csv, len(rows), time.time() - t_start))
+    print("wrote %s (%d runs) in %.0f s; load average %.2f (other work on the machine "
+          "makes figures noisy)" % (a.csv, len(rows), time.time() - t_start,
+                                    os.getloadavg()[0]))
 
     if shutil.which("gnuplot") and a.png:
         plot(a, workloads, combos, results, fio_res if have_fio else {}, backends)
