@@ -122,7 +122,8 @@ static void usage(FILE *f)
 "  --size SIZE        file size to create and use (default 256m)\n"
 "  --runtime SECONDS  measured time, fractions allowed (default 5)\n"
 "  --file PATH        use PATH (a file or a block device); created if missing\n"
-"                     and kept.  Without it a file is created in --dir and removed\n"
+"                     and kept; write workloads overwrite its data.  Without it\n"
+"                     a file is created in --dir and removed\n"
 "  --dir DIR          where to create the scratch file (default .)\n"
 "  --threads N        thread-pool workers (default 4)\n"
 "  --sqpoll           io_uring: AFIO_SQPOLL\n"
@@ -132,9 +133,13 @@ static void usage(FILE *f)
 "Run 'afio-bench --compare --help' for the comparison's options.\n");
 }
 
+/* Exits 2 with "invalid WHAT: 'VAL'", or just WHAT when VAL is NULL. */
 static void bad(const char *what, const char *val)
 {
-	fprintf(stderr, "afio-bench: invalid %s: '%s'\n", what, val ? val : "");
+	if (val)
+		fprintf(stderr, "afio-bench: invalid %s: '%s'\n", what, val);
+	else
+		fprintf(stderr, "afio-bench: %s\n", what);
 	fprintf(stderr, "Try 'afio-bench --help'.\n");
 	exit(EXIT_USAGE);
 }
@@ -233,7 +238,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case OPT_DIRECT:
 		case OPT_BUFFERED:
 			if (o->direct == (c == OPT_BUFFERED))
-				bad("combination", "--direct and --buffered");
+				bad("--direct and --buffered exclude each other", NULL);
 			o->direct = c == OPT_DIRECT;
 			break;
 		case OPT_SIZE:
@@ -291,9 +296,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	if (o->direct < 0)
 		o->direct = 0;
 	if (o->direct && o->bs % 512)
-		bad("--bs with --direct (a multiple of 512)", "");
+		bad("--direct needs a --bs that is a multiple of 512", NULL);
 	if (o->size < o->bs)
-		bad("--size (smaller than --bs)", "");
+		bad("--size is smaller than --bs", NULL);
 }
 
 /* --compare: the matrix lives in a Python script next to this program. */
