@@ -1,0 +1,639 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The io_uring backend: many more requests than ring entries, the probe and
+ * AUTO under a seccomp filter, the eventfd with completions pending, thread
+ * hand-over, and requests routed to the thread pool when the kernel cannot
+ * say which opcodes it has.  Run per mode (argv); skipped where io_uring
+ * does not probe as available.
+ */
+#include <check.h>
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/io_uring.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "asyncfio.h"
+#include "testutil.h"
+
+static enum afio_mode target_mode;
+
+#define MANY		4096	/* requests in flight at once */
+#define SMALL_RING	8	/* SQ entries; the CQ gets twice that */
+#define CHUNK		64
+#define PAIRS		128
+
+struct done {
+	int calls;
+	ssize_t res;
+};
+
+static void on_done(void *data, ssize_t res)
+{
+	struct done *d = data;
+
+	d->calls++;
+	d->res = res;
+}
+
+static afio_ctx *ring_ctx(unsigned entries, unsigned ring_entries)
+{
+	struct afio_config cfg;
+	afio_ctx *ctx = NULL;
+	int ret;
+
+	afio_config_init(&cfg);
+	cfg.backend = AFIO_BACKEND_IO_URING;
+	cfg.mode = target_mode;
+	cfg.flags = AFIO_NO_FALLBACK;
+	cfg.entries = entries;
+	cfg.ring_entries = ring_entries;
+	ret = afio_create(&ctx, &cfg);
+	ck_assert_msg(ret == 0, "afio_create: %s", strerror(-ret));
+	ck_assert_int_eq(afio_backend(ctx), AFIO_BACKEND_IO_URING);
+	return ctx;
+}
+
+static void drain(afio_ctx *ctx)
+{
+	struct afio_stats st;
+
+	for (;;) {
+		ck_assert_int_eq(afio_stats(ctx, &st), 0);
+		if (!st.in_flight)
+			return;
+		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
+	}
+}
+
+static bool readable(int fd, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	return poll(&pfd, 1, timeout_ms) == 1 && (pfd.revents & POLLIN);
+}
+
+static unsigned char pattern(size_t i)
+{
+	return (unsigned char)(i * 7 + i / 251);
+}
+
+static int pattern_file(size_t len)
+{
+	unsigned char *buf = malloc(len);
+	int fd = tu_tmpfile(0);
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_ge(fd, 0);
+	for (size_t i = 0; i < len; i++)
+		buf[i] = pattern(i);
+	ck_assert_int_eq(pwrite(fd, buf, len, 0), (ssize_t)len);
+	free(buf);
+	return fd;
+}
+
+/* ---- far more in flight than the rings hold ---- */
+
+START_TEST(test_reads_beyond_ring)
+{
+	static unsigned char bufs[MANY][CHUNK];
+	static struct done d[MANY];
+	int fd = pattern_file((size_t)MANY * CHUNK);
+	struct afio_stats st;
+	char desc[256];
+	afio_ctx *ctx;
+
+	memset(d, 0, sizeof(d));
+	ctx = ring_ctx(MANY, SMALL_RING);
+	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
+	ck_assert_msg(strstr(desc, "sq=8 cq=16"), "%s", desc);
+	for (size_t i = 0; i < MANY; i++)
+		ck_assert_int_eq(afio_read(ctx, fd, bufs[i], CHUNK, i * CHUNK, on_done, &d[i]), 0);
+	ck_assert_int_eq(afio_read(ctx, fd, bufs[0], CHUNK, 0, on_done, &d[0]), -EAGAIN);
+	drain(ctx);
+	for (size_t i = 0; i < MANY; i++) {
+		ck_assert_int_eq(d[i].calls, 1);
+		ck_assert_int_eq(d[i].res, CHUNK);
+		for (size_t k = 0; k < CHUNK; k++)
+			ck_assert_uint_eq(bufs[i][k], pattern(i * CHUNK + k));
+	}
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.completed, MANY);
+	ck_assert_uint_eq(st.fallbacks, 0);
+	afio_destroy(ctx);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_writes_beyond_ring)
+{
+	static unsigned char bufs[MANY][CHUNK], back[CHUNK];
+	static struct done d[MANY];
+	int fd = tu_tmpfile(0);
+	afio_ctx *ctx;
+
+	memset(d, 0, sizeof(d));
+	ck_assert_int_ge(fd, 0);
+	ctx = ring_ctx(MANY, SMALL_RING);
+	for (size_t i = 0; i < MANY; i++) {
+		for (size_t k = 0; k < CHUNK; k++)
+			bufs[i][k] = pattern(i * CHUNK + k);
+		ck_assert_int_eq(afio_write(ctx, fd, bufs[i], CHUNK, i * CHUNK, on_done, &d[i]), 0);
+	}
+	/* Submitted in one go: the SQ fills many times over before a reap. */
+	ck_assert_int_eq(afio_submit(ctx), MANY);
+	drain(ctx);
+	for (size_t i = 0; i < MANY; i++) {
+		ck_assert_int_eq(d[i].calls, 1);
+		ck_assert_int_eq(d[i].res, CHUNK);
+		ck_assert_int_eq(pread(fd, back, CHUNK, (off_t)(i * CHUNK)), CHUNK);
+		ck_assert_int_eq(memcmp(back, bufs[i], CHUNK), 0);
+	}
+	afio_destroy(ctx);
+	close(fd);
+}
+END_TEST
+
+/* Socket completions come by poll and task work, a path of their own. */
+START_TEST(test_sockets_beyond_ring)
+{
+	static struct done rd[PAIRS], sd[PAIRS];
+	static char in[PAIRS][CHUNK], out[PAIRS][CHUNK];
+	int sv[PAIRS][2];
+	afio_ctx *ctx;
+
+	memset(rd, 0, sizeof(rd));
+	memset(sd, 0, sizeof(sd));
+	ctx = ring_ctx(2 * PAIRS, SMALL_RING);
+	for (int i = 0; i < PAIRS; i++) {
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv[i]), 0);
+		memset(out[i], 'a' + i % 26, CHUNK);
+		ck_assert_int_eq(afio_recv(ctx, sv[i][1], in[i], CHUNK, MSG_WAITALL,
+					   on_done, &rd[i]), 0);
+	}
+	ck_assert_int_eq(afio_submit(ctx), PAIRS);
+	for (int i = 0; i < PAIRS; i++)
+		ck_assert_int_eq(afio_send(ctx, sv[i][0], out[i], CHUNK, 0, on_done, &sd[i]), 0);
+	drain(ctx);
+	for (int i = 0; i < PAIRS; i++) {
+		ck_assert_int_eq(rd[i].calls, 1);
+		ck_assert_int_eq(sd[i].calls, 1);
+		ck_assert_int_eq(rd[i].res, CHUNK);
+		ck_assert_int_eq(sd[i].res, CHUNK);
+		ck_assert_int_eq(memcmp(in[i], out[i], CHUNK), 0);
+		close(sv[i][0]);
+		close(sv[i][1]);
+	}
+	afio_destroy(ctx);
+}
+END_TEST
+
+/* ---- forked children: a seccomp filter cannot be taken back ---- */
+
+#define CHILD_CHECK(cond)                                                      \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #cond); \
+			_exit(1);                                              \
+		}                                                              \
+	} while (0)
+
+static void run_in_child(void (*fn)(void))
+{
+	int status;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		fn();
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "child failed (status 0x%x), see stderr", status);
+}
+
+/* One read through ctx must come back whole. */
+static void child_read_works(afio_ctx *ctx)
+{
+	int fd = pattern_file(CHUNK);
+	unsigned char buf[CHUNK];
+	struct done d = { 0 };
+
+	CHILD_CHECK(afio_read(ctx, fd, buf, CHUNK, 0, on_done, &d) == 0);
+	while (!d.calls)
+		CHILD_CHECK(afio_poll(ctx, 1, -1) >= 0);
+	CHILD_CHECK(d.res == CHUNK);
+	for (size_t k = 0; k < CHUNK; k++)
+		CHILD_CHECK(buf[k] == pattern(k));
+	close(fd);
+}
+
+static void seccomp_child(void)
+{
+	static const long deny[] = { __NR_io_uring_setup };
+	enum afio_backend next;
+	struct afio_config cfg;
+	char reason[256];
+	afio_ctx *ctx;
+
+	CHILD_CHECK(tu_deny_syscalls(deny, 1) == 0);
+	CHILD_CHECK(afio_probe(AFIO_BACKEND_IO_URING, reason, sizeof(reason)) == -EPERM);
+	fprintf(stderr, "probe under seccomp: %s\n", reason);
+	CHILD_CHECK(!strncmp(reason, "io_uring_setup: Operation not permitted", 39));
+	CHILD_CHECK(strstr(reason, "seccomp filter or security policy"));
+
+	next = afio_probe(AFIO_BACKEND_LIBAIO, NULL, 0) ? AFIO_BACKEND_THREADS
+							: AFIO_BACKEND_LIBAIO;
+	CHILD_CHECK(afio_create(&ctx, NULL) == 0);
+	CHILD_CHECK(afio_backend(ctx) == next);
+	CHILD_CHECK(strstr(afio_skip_reason(ctx, AFIO_BACKEND_IO_URING), "seccomp"));
+	child_read_works(ctx);
+	afio_destroy(ctx);
+
+	afio_config_init(&cfg);
+	cfg.backend = AFIO_BACKEND_IO_URING;
+	cfg.flags = AFIO_NO_FALLBACK;
+	ctx = (afio_ctx *)&cfg;
+	CHILD_CHECK(afio_create(&ctx, &cfg) == -EPERM);
+	CHILD_CHECK(ctx == NULL);
+}
+
+START_TEST(test_seccomp_denies_setup)
+{
+	run_in_child(seccomp_child);
+}
+END_TEST
+
+/*
+ * Before 5.6 io_uring_register(IORING_REGISTER_PROBE) fails with EINVAL.
+ * A filter that answers so makes this kernel look that old to the backend,
+ * which must then send READ, WRITE, RECV and SEND to the thread pool.
+ */
+static int deny_probe_register(void)
+{
+	struct sock_filter prog[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_register, 0, 3),
+		/* args[1], the opcode: its low word on little-endian x86-64 */
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IORING_REGISTER_PROBE, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog fprog = {
+		.len = sizeof(prog) / sizeof(prog[0]),
+		.filter = prog,
+	};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog))
+		return -errno;
+	return 0;
+}
+
+static void old_kernel_child(void)
+{
+	int fd = pattern_file(2 * CHUNK), sv[2];
+	unsigned char a[CHUNK], b[CHUNK];
+	struct iovec iov = { .iov_base = b, .iov_len = CHUNK };
+	struct done rd = { 0 }, rv = { 0 }, sd = { 0 }, rc = { 0 };
+	struct afio_config cfg;
+	struct afio_stats st;
+	char desc[256], in[8];
+	afio_ctx *ctx;
+
+	CHILD_CHECK(deny_probe_register() == 0);
+	CHILD_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	afio_config_init(&cfg);
+	cfg.backend = AFIO_BACKEND_IO_URING;
+	cfg.mode = target_mode;
+	cfg.flags = AFIO_NO_FALLBACK;
+	CHILD_CHECK(afio_create(&ctx, &cfg) == 0);
+	CHILD_CHECK(afio_backend(ctx) == AFIO_BACKEND_IO_URING);
+	CHILD_CHECK(afio_describe(ctx, desc, sizeof(desc)) > 0);
+	fprintf(stderr, "without the opcode probe: %s\n", desc);
+	CHILD_CHECK(strstr(desc, "thread pool for read,write,recv,send"));
+
+	CHILD_CHECK(afio_read(ctx, fd, a, CHUNK, 0, on_done, &rd) == 0);
+	CHILD_CHECK(afio_readv(ctx, fd, &iov, 1, CHUNK, on_done, &rv) == 0);
+	CHILD_CHECK(afio_send(ctx, sv[0], "ping", 4, 0, on_done, &sd) == 0);
+	CHILD_CHECK(afio_recv(ctx, sv[1], in, 4, MSG_WAITALL, on_done, &rc) == 0);
+	while (!rd.calls || !rv.calls || !sd.calls || !rc.calls)
+		CHILD_CHECK(afio_poll(ctx, 1, -1) >= 0);
+	CHILD_CHECK(rd.res == CHUNK && rv.res == CHUNK && sd.res == 4 && rc.res == 4);
+	CHILD_CHECK(!memcmp(in, "ping", 4));
+	for (size_t k = 0; k < CHUNK; k++)
+		CHILD_CHECK(a[k] == pattern(k) && b[k] == pattern(CHUNK + k));
+	CHILD_CHECK(afio_stats(ctx, &st) == 0);
+	/* read, send and recv went to the pool; readv stayed in the ring */
+	CHILD_CHECK(st.fallbacks == 3);
+	afio_destroy(ctx);
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+START_TEST(test_no_opcode_probe_routes_to_pool)
+{
+	run_in_child(old_kernel_child);
+}
+END_TEST
+
+/* ---- the eventfd with completions waiting ---- */
+
+START_TEST(test_eventfd_file_completion)
+{
+	int fd = pattern_file(CHUNK);
+	unsigned char buf[CHUNK];
+	struct done d = { 0 };
+	afio_ctx *ctx = ring_ctx(0, 0);
+
+	ck_assert_int_eq(afio_read(ctx, fd, buf, CHUNK, 0, on_done, &d), 0);
+	ck_assert_int_eq(afio_submit(ctx), 1);
+	ck_assert(readable(afio_eventfd(ctx), -1));
+	ck_assert_int_eq(d.calls, 0);
+	ck_assert_int_eq(afio_poll(ctx, 0, 0), 1);
+	ck_assert_int_eq(d.calls, 1);
+	ck_assert_int_eq(d.res, CHUNK);
+	afio_destroy(ctx);
+	close(fd);
+}
+END_TEST
+
+static void *send_later(void *arg)
+{
+	int fd = *(int *)arg;
+
+	ck_assert_int_eq(write(fd, "hello", 5), 5);
+	return NULL;
+}
+
+/* The recv completes while this thread sleeps in poll(2) on the eventfd,
+   not in io_uring_enter: the ring must still post the CQE and signal. */
+START_TEST(test_eventfd_socket_completion)
+{
+	struct done d = { 0 };
+	afio_ctx *ctx = ring_ctx(0, 0);
+	pthread_t t;
+	char in[8];
+	int sv[2];
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, 5, MSG_WAITALL, on_done, &d), 0);
+	ck_assert_int_eq(afio_submit(ctx), 1);
+	ck_assert_int_eq(pthread_create(&t, NULL, send_later, &sv[0]), 0);
+	ck_assert(readable(afio_eventfd(ctx), -1));
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	while (!d.calls)
+		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
+	ck_assert_int_eq(d.res, 5);
+	ck_assert_int_eq(memcmp(in, "hello", 5), 0);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* ---- one thread at a time, not always the same one ---- */
+
+static void *create_ctx(void *arg)
+{
+	*(afio_ctx **)arg = ring_ctx(0, 0);
+	return NULL;
+}
+
+static void round_trip(afio_ctx *ctx)
+{
+	struct done s = { 0 }, r = { 0 };
+	char in[4];
+	int sv[2];
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, 4, MSG_WAITALL, on_done, &r), 0);
+	ck_assert_int_eq(afio_send(ctx, sv[0], "pong", 4, 0, on_done, &s), 0);
+	while (!r.calls || !s.calls)
+		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
+	ck_assert_int_eq(r.res, 4);
+	ck_assert_int_eq(memcmp(in, "pong", 4), 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+START_TEST(test_created_on_another_thread)
+{
+	afio_ctx *ctx = NULL;
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, create_ctx, &ctx), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_ptr_nonnull(ctx);
+	round_trip(ctx);
+	afio_destroy(ctx);
+}
+END_TEST
+
+struct handover {
+	afio_ctx *ctx;
+	int fd;
+	char in[8];
+	struct done d;
+	int release[2];		/* the submitter lives until this is written */
+	int submitted[2];
+};
+
+static void *submit_then_wait(void *arg)
+{
+	struct handover *h = arg;
+	char c = 0;
+
+	ck_assert_int_eq(afio_recv(h->ctx, h->fd, h->in, 5, MSG_WAITALL, on_done, &h->d), 0);
+	ck_assert_int_eq(afio_submit(h->ctx), 1);
+	ck_assert_int_eq(write(h->submitted[1], &c, 1), 1);
+	ck_assert_int_eq(read(h->release[0], &c, 1), 1);
+	return NULL;
+}
+
+/* Submitted on one thread, completed on another while the first lives
+   (io_uring cancels what a thread submitted when that thread exits). */
+START_TEST(test_reaped_on_another_thread)
+{
+	struct handover h = { 0 };
+	pthread_t t;
+	int sv[2];
+	char c;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(pipe(h.release), 0);
+	ck_assert_int_eq(pipe(h.submitted), 0);
+	h.ctx = ring_ctx(0, 0);
+	h.fd = sv[1];
+	ck_assert_int_eq(pthread_create(&t, NULL, submit_then_wait, &h), 0);
+	ck_assert_int_eq(read(h.submitted[0], &c, 1), 1);
+	ck_assert_int_eq(write(sv[0], "later", 5), 5);
+	while (!h.d.calls)
+		ck_assert_int_ge(afio_poll(h.ctx, 1, -1), 0);
+	ck_assert_int_eq(h.d.res, 5);
+	ck_assert_int_eq(memcmp(h.in, "later", 5), 0);
+	round_trip(h.ctx);
+	ck_assert_int_eq(write(h.release[1], &c, 1), 1);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	afio_destroy(h.ctx);
+	close(sv[0]);
+	close(sv[1]);
+	close(h.release[0]);
+	close(h.release[1]);
+	close(h.submitted[0]);
+	close(h.submitted[1]);
+}
+END_TEST
+
+/* ---- cancel ---- */
+
+/* A recv nobody answers, canceled among many that finish: exactly one
+   callback each, the canceled one with -ECANCELED. */
+START_TEST(test_cancel_with_full_ring)
+{
+	static unsigned char bufs[MANY][CHUNK];
+	static struct done d[MANY];
+	int fd = pattern_file((size_t)MANY * CHUNK), sv[2];
+	struct done r = { 0 };
+	afio_ctx *ctx;
+	char in[4];
+
+	memset(d, 0, sizeof(d));
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ctx = ring_ctx(MANY + 1, SMALL_RING);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	for (size_t i = 0; i < MANY; i++)
+		ck_assert_int_eq(afio_read(ctx, fd, bufs[i], CHUNK, i * CHUNK, on_done, &d[i]), 0);
+	ck_assert_int_eq(afio_submit(ctx), MANY + 1);
+	ck_assert_int_eq(afio_cancel(ctx, &r), 1);
+	drain(ctx);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_int_eq(r.res, -ECANCELED);
+	for (size_t i = 0; i < MANY; i++) {
+		ck_assert_int_eq(d[i].calls, 1);
+		ck_assert_int_eq(d[i].res, CHUNK);
+	}
+	afio_destroy(ctx);
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* Destroy with recvs that will never finish: each completes once. */
+START_TEST(test_destroy_cancels_in_ring)
+{
+	static struct done d[PAIRS];
+	static char in[PAIRS][4];
+	int sv[2];
+	afio_ctx *ctx;
+
+	memset(d, 0, sizeof(d));
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ctx = ring_ctx(PAIRS, SMALL_RING);
+	for (int i = 0; i < PAIRS; i++)
+		ck_assert_int_eq(afio_recv(ctx, sv[1], in[i], 4, 0, on_done, &d[i]), 0);
+	ck_assert_int_eq(afio_submit(ctx), PAIRS);
+	afio_destroy(ctx);
+	for (int i = 0; i < PAIRS; i++) {
+		ck_assert_int_eq(d[i].calls, 1);
+		ck_assert_int_eq(d[i].res, -ECANCELED);
+	}
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* ---- setup ---- */
+
+START_TEST(test_describe_and_no_sqpoll_by_default)
+{
+	afio_ctx *ctx = ring_ctx(0, 0);
+	char desc[256];
+
+	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
+	ck_assert_msg(!strncmp(desc, "io_uring: sq=256 cq=512 flags=", 30), "%s", desc);
+	ck_assert_msg(!strstr(desc, "SQPOLL"), "%s", desc);
+	ck_assert_msg(strstr(desc, afio_mode_name(target_mode)), "%s", desc);
+	afio_destroy(ctx);
+}
+END_TEST
+
+static Suite *io_uring_suite(void)
+{
+	Suite *s = suite_create("io_uring");
+	TCase *rings = tcase_create("rings");
+	TCase *probe = tcase_create("probe");
+	TCase *evfd = tcase_create("eventfd");
+	TCase *threads = tcase_create("threads");
+	TCase *cancel = tcase_create("cancel");
+
+	tcase_add_test(rings, test_reads_beyond_ring);
+	tcase_add_test(rings, test_writes_beyond_ring);
+	tcase_add_test(rings, test_sockets_beyond_ring);
+	tcase_add_test(rings, test_describe_and_no_sqpoll_by_default);
+	tcase_add_test(probe, test_seccomp_denies_setup);
+	tcase_add_test(probe, test_no_opcode_probe_routes_to_pool);
+	tcase_add_test(evfd, test_eventfd_file_completion);
+	tcase_add_test(evfd, test_eventfd_socket_completion);
+	tcase_add_test(threads, test_created_on_another_thread);
+	tcase_add_test(threads, test_reaped_on_another_thread);
+	tcase_add_test(cancel, test_cancel_with_full_ring);
+	tcase_add_test(cancel, test_destroy_cancels_in_ring);
+	tcase_set_timeout(rings, 300);
+	tcase_set_timeout(probe, 120);
+	tcase_set_timeout(evfd, 120);
+	tcase_set_timeout(threads, 120);
+	tcase_set_timeout(cancel, 300);
+	suite_add_tcase(s, rings);
+	suite_add_tcase(s, probe);
+	suite_add_tcase(s, evfd);
+	suite_add_tcase(s, threads);
+	suite_add_tcase(s, cancel);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	enum afio_backend b;
+	SRunner *sr;
+	int failed, ret;
+
+	/* The tests choose backends themselves. */
+	unsetenv("AFIO_BACKEND");
+	unsetenv("AFIO_MODE");
+	unsetenv("AFIO_NO_FALLBACK");
+	ret = tu_parse_target(argc, argv, &b, &target_mode);
+	if (ret)
+		return ret;
+	if (b != AFIO_BACKEND_IO_URING) {
+		fprintf(stderr, "usage: %s --backend io_uring --mode NAME\n", argv[0]);
+		return 2;
+	}
+	printf("io_uring tests, mode %s\n", afio_mode_name(target_mode));
+	sr = srunner_create(io_uring_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
