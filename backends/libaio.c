@@ -440,7 +440,7 @@ static void to_kernel(struct laio *a, struct afio_req *r)
 	a->in_kernel++;
 }
 
-/* An iocb the kernel refused at submit, other than for lack of room. */
+/* An iocb the kernel refused at submit (not one left for lack of room). */
 static void refused(struct afio_engine *e, struct afio_req *r, int err)
 {
 	struct slot *s = slot_of(e->priv, r);
