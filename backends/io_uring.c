@@ -162,8 +162,8 @@ static void explain_eperm(const struct afio_config *cfg, char *reason, size_t le
 	else if (*val && strcmp(val, "0"))
 		afio_reason(reason, len, "%s (kernel.io_uring_disabled=%s)", what, val);
 	else if (cfg->flags & AFIO_SQPOLL)
-		afio_reason(reason, len, "%s (SQPOLL needs CAP_SYS_NICE, or CAP_SYS_ADMIN "
-			    "before Linux 5.11; or a seccomp filter or policy refused it)", what);
+		afio_reason(reason, len, "%s (older kernels allow SQPOLL only with CAP_SYS_ADMIN "
+			    "or CAP_SYS_NICE; or a seccomp filter or policy refused it)", what);
 	else
 		afio_reason(reason, len, "%s (kernel.io_uring_disabled=%s: a seccomp filter "
 			    "or security policy refused io_uring_setup)", what,

@@ -48,7 +48,7 @@ static void on_done(void *data, ssize_t res)
 	d->res = res;
 }
 
-static afio_ctx *ring_ctx(unsigned entries, unsigned ring_entries)
+static afio_ctx *ring_ctx_flags(unsigned entries, unsigned ring_entries, unsigned flags)
 {
 	struct afio_config cfg;
 	afio_ctx *ctx = NULL;
@@ -57,13 +57,18 @@ static afio_ctx *ring_ctx(unsigned entries, unsigned ring_entries)
 	afio_config_init(&cfg);
 	cfg.backend = AFIO_BACKEND_IO_URING;
 	cfg.mode = target_mode;
-	cfg.flags = AFIO_NO_FALLBACK;
+	cfg.flags = AFIO_NO_FALLBACK | flags;
 	cfg.entries = entries;
 	cfg.ring_entries = ring_entries;
 	ret = afio_create(&ctx, &cfg);
 	ck_assert_msg(ret == 0, "afio_create: %s", strerror(-ret));
 	ck_assert_int_eq(afio_backend(ctx), AFIO_BACKEND_IO_URING);
 	return ctx;
+}
+
+static afio_ctx *ring_ctx(unsigned entries, unsigned ring_entries)
+{
+	return ring_ctx_flags(entries, ring_entries, 0);
 }
 
 static void drain(afio_ctx *ctx)
@@ -106,19 +111,15 @@ static int pattern_file(size_t len)
 
 /* ---- far more in flight than the rings hold ---- */
 
-START_TEST(test_reads_beyond_ring)
+/* MANY reads of CHUNK bytes each through ctx, all at once. */
+static void read_many(afio_ctx *ctx)
 {
 	static unsigned char bufs[MANY][CHUNK];
 	static struct done d[MANY];
 	int fd = pattern_file((size_t)MANY * CHUNK);
 	struct afio_stats st;
-	char desc[256];
-	afio_ctx *ctx;
 
 	memset(d, 0, sizeof(d));
-	ctx = ring_ctx(MANY, SMALL_RING);
-	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
-	ck_assert_msg(strstr(desc, "sq=8 cq=16"), "%s", desc);
 	for (size_t i = 0; i < MANY; i++)
 		ck_assert_int_eq(afio_read(ctx, fd, bufs[i], CHUNK, i * CHUNK, on_done, &d[i]), 0);
 	ck_assert_int_eq(afio_read(ctx, fd, bufs[0], CHUNK, 0, on_done, &d[0]), -EAGAIN);
@@ -132,8 +133,18 @@ START_TEST(test_reads_beyond_ring)
 	ck_assert_int_eq(afio_stats(ctx, &st), 0);
 	ck_assert_uint_eq(st.completed, MANY);
 	ck_assert_uint_eq(st.fallbacks, 0);
-	afio_destroy(ctx);
 	close(fd);
+}
+
+START_TEST(test_reads_beyond_ring)
+{
+	afio_ctx *ctx = ring_ctx(MANY, SMALL_RING);
+	char desc[256];
+
+	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
+	ck_assert_msg(strstr(desc, "sq=8 cq=16"), "%s", desc);
+	read_many(ctx);
+	afio_destroy(ctx);
 }
 END_TEST
 
@@ -505,6 +516,32 @@ START_TEST(test_reaped_on_another_thread)
 }
 END_TEST
 
+/* ---- SQPOLL, only when asked ---- */
+
+START_TEST(test_sqpoll)
+{
+	afio_ctx *ctx = ring_ctx_flags(MANY, SMALL_RING, AFIO_SQPOLL);
+	struct done r = { 0 };
+	char desc[256], in[4];
+	int sv[2];
+
+	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
+	ck_assert_msg(strstr(desc, "flags=SQPOLL"), "%s", desc);
+	read_many(ctx);
+	round_trip(ctx);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	ck_assert_int_eq(afio_submit(ctx), 1);
+	ck_assert_int_eq(afio_cancel(ctx, &r), 1);
+	drain(ctx);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_int_eq(r.res, -ECANCELED);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 /* ---- cancel ---- */
 
 /* A recv nobody answers, canceled among many that finish: exactly one
@@ -598,6 +635,7 @@ static Suite *io_uring_suite(void)
 	tcase_add_test(evfd, test_eventfd_socket_completion);
 	tcase_add_test(threads, test_created_on_another_thread);
 	tcase_add_test(threads, test_reaped_on_another_thread);
+	tcase_add_test(rings, test_sqpoll);
 	tcase_add_test(cancel, test_cancel_with_full_ring);
 	tcase_add_test(cancel, test_destroy_cancels_in_ring);
 	tcase_set_timeout(rings, 300);
