@@ -117,15 +117,13 @@ static void not_built(enum afio_backend b, char *reason, size_t len)
 		    "package was missing at build time)", afio_backend_name(b));
 }
 
-/* Probe then init one candidate; keeps the reason when it cannot run. */
+/* Init is the probe done for real (a probe first would set up the kernel
+   object twice); keeps the reason when the backend cannot run. */
 static int try_backend(struct afio_ctx *ctx, const struct afio_backend_ops *ops)
 {
 	char *reason = ctx->skip_reason[ops->id];
 	int ret;
 
-	ret = ops->probe(&ctx->cfg, reason, AFIO_REASON_LEN);
-	if (ret)
-		return ret;
 	ctx->primary.ops = ops;
 	ctx->primary.ctx = ctx;
 	ret = ops->init(&ctx->primary, &ctx->cfg, reason, AFIO_REASON_LEN);

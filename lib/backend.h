@@ -2,7 +2,7 @@
 /*
  * The contract between the core and a backend.  Each backend fills in one
  * const struct afio_backend_ops; the core walks afio_backends[] in order and
- * the first whose probe and init succeed runs the context.  The core knows
+ * the first whose init succeeds runs the context.  The core knows
  * nothing else about a backend.
  *
  * Threading: every op runs on the thread that owns the context, except that
@@ -35,7 +35,8 @@ struct afio_backend_ops {
 	/* 0 when the backend can run with cfg; else -errno and a reason. */
 	int (*probe)(const struct afio_config *cfg, char *reason, size_t len);
 
-	/* Set up e->priv.  On failure, -errno and a reason. */
+	/* Set up e->priv.  On failure, the -errno and reason probe would give:
+	   selection calls init alone. */
 	int (*init)(struct afio_engine *e, const struct afio_config *cfg,
 		    char *reason, size_t len);
 
