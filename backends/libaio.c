@@ -343,19 +343,6 @@ static void prep_poll(struct slot *s, const struct afio_req *r)
 	s->kind = K_POLL;
 }
 
-static ssize_t sock_xfer(const struct afio_req *r)
-{
-	ssize_t n;
-
-	do {
-		if (r->op == AFIO_OP_RECV)
-			n = recv(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT);
-		else
-			n = send(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
-	} while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : n;
-}
-
 /* ---- sorting requests ---- */
 
 enum route {
@@ -402,7 +389,7 @@ static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *
 		return R_POOL;
 	}
 	if (a->mode == AFIO_MODE_INLINE) {
-		*res = sock_xfer(r);
+		*res = afio_req_sock_nowait(r);
 		if (*res != -EAGAIN) {
 			afio_count_nowait(r->ctx);
 			return R_DONE;
@@ -574,7 +561,7 @@ static void poll_ready(struct laio *a, struct afio_req *r, long mask)
 		afio_req_done(r, -ECANCELED);
 		return;
 	}
-	res = mask < 0 ? mask : sock_xfer(r);
+	res = mask < 0 ? mask : afio_req_sock_nowait(r);
 	if (res != -EAGAIN) {
 		afio_req_done(r, res);
 		return;

@@ -147,19 +147,6 @@ static ssize_t file_rw(const struct afio_req *r, size_t *progress, int rwf)
 	return (ssize_t)*progress;
 }
 
-static ssize_t sock_xfer(const struct afio_req *r)
-{
-	ssize_t n;
-
-	do {
-		if (r->op == AFIO_OP_RECV)
-			n = recv(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT);
-		else
-			n = send(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
-	} while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : n;
-}
-
 static ssize_t do_fsync(const struct afio_req *r)
 {
 	int ret;
@@ -265,7 +252,7 @@ static void on_ready(struct pool *p, uint64_t key)
 	s->where = W_RUNNING;
 	pthread_mutex_unlock(&p->lock);
 
-	res = sock_xfer(r);
+	res = afio_req_sock_nowait(r);
 
 	pthread_mutex_lock(&p->lock);
 	if (res == -EAGAIN && !s->cancel && !arm_locked(p, r)) {
@@ -308,7 +295,7 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
 	bool cancel;
 
 	for (;;) {
-		n = sock_xfer(r);
+		n = afio_req_sock_nowait(r);
 		if (n != -EAGAIN)
 			return n;
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
@@ -337,7 +324,7 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 	case AFIO_OP_SEND:
 		if (p->mode == AFIO_MODE_ASYNC)
 			return sock_wait_xfer(w, r);
-		n = sock_xfer(r);
+		n = afio_req_sock_nowait(r);
 		if (n != -EAGAIN)
 			return n;
 		pthread_mutex_lock(&p->lock);
@@ -420,7 +407,7 @@ static bool try_inline(struct pool *p, struct afio_req *r)
 		return false;
 	case AFIO_OP_RECV:
 	case AFIO_OP_SEND:
-		n = sock_xfer(r);
+		n = afio_req_sock_nowait(r);
 		if (n == -EAGAIN) {
 			pthread_mutex_lock(&p->lock);
 			ret = arm_locked(p, r);

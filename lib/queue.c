@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -116,8 +117,8 @@ static int check_iov(const struct iovec *iov, int cnt, uint64_t off)
 	return 0;
 }
 
-int afio_read(afio_ctx *ctx, int fd, void *buf, size_t len, uint64_t off,
-	      afio_cb cb, void *data)
+static int queue_buf(afio_ctx *ctx, enum afio_op op, int fd, const void *buf, size_t len,
+		     uint64_t off, int flags, afio_cb cb, void *data)
 {
 	int ret = check_common(ctx, fd, cb);
 
@@ -125,43 +126,43 @@ int afio_read(afio_ctx *ctx, int fd, void *buf, size_t len, uint64_t off,
 		ret = check_buf(buf, len, off);
 	if (ret)
 		return ret;
-	return queue_req(ctx, AFIO_OP_READ, fd, buf, len, off, 0, cb, data);
+	return queue_req(ctx, op, fd, (void *)buf, len, off, flags, cb, data);
+}
+
+static int queue_iov(afio_ctx *ctx, enum afio_op op, int fd, const struct iovec *iov,
+		     int cnt, uint64_t off, afio_cb cb, void *data)
+{
+	int ret = check_common(ctx, fd, cb);
+
+	if (!ret)
+		ret = check_iov(iov, cnt, off);
+	if (ret)
+		return ret;
+	return queue_req(ctx, op, fd, (void *)iov, (size_t)cnt, off, 0, cb, data);
+}
+
+int afio_read(afio_ctx *ctx, int fd, void *buf, size_t len, uint64_t off,
+	      afio_cb cb, void *data)
+{
+	return queue_buf(ctx, AFIO_OP_READ, fd, buf, len, off, 0, cb, data);
 }
 
 int afio_write(afio_ctx *ctx, int fd, const void *buf, size_t len, uint64_t off,
 	       afio_cb cb, void *data)
 {
-	int ret = check_common(ctx, fd, cb);
-
-	if (!ret)
-		ret = check_buf(buf, len, off);
-	if (ret)
-		return ret;
-	return queue_req(ctx, AFIO_OP_WRITE, fd, (void *)buf, len, off, 0, cb, data);
+	return queue_buf(ctx, AFIO_OP_WRITE, fd, buf, len, off, 0, cb, data);
 }
 
 int afio_readv(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,
 	       afio_cb cb, void *data)
 {
-	int ret = check_common(ctx, fd, cb);
-
-	if (!ret)
-		ret = check_iov(iov, cnt, off);
-	if (ret)
-		return ret;
-	return queue_req(ctx, AFIO_OP_READV, fd, (void *)iov, cnt, off, 0, cb, data);
+	return queue_iov(ctx, AFIO_OP_READV, fd, iov, cnt, off, cb, data);
 }
 
 int afio_writev(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,
 		afio_cb cb, void *data)
 {
-	int ret = check_common(ctx, fd, cb);
-
-	if (!ret)
-		ret = check_iov(iov, cnt, off);
-	if (ret)
-		return ret;
-	return queue_req(ctx, AFIO_OP_WRITEV, fd, (void *)iov, cnt, off, 0, cb, data);
+	return queue_iov(ctx, AFIO_OP_WRITEV, fd, iov, cnt, off, cb, data);
 }
 
 int afio_fsync(afio_ctx *ctx, int fd, unsigned flags, afio_cb cb, void *data)
@@ -178,25 +179,26 @@ int afio_fsync(afio_ctx *ctx, int fd, unsigned flags, afio_cb cb, void *data)
 int afio_recv(afio_ctx *ctx, int fd, void *buf, size_t len, int flags,
 	      afio_cb cb, void *data)
 {
-	int ret = check_common(ctx, fd, cb);
-
-	if (!ret)
-		ret = check_buf(buf, len, 0);
-	if (ret)
-		return ret;
-	return queue_req(ctx, AFIO_OP_RECV, fd, buf, len, 0, flags, cb, data);
+	return queue_buf(ctx, AFIO_OP_RECV, fd, buf, len, 0, flags, cb, data);
 }
 
 int afio_send(afio_ctx *ctx, int fd, const void *buf, size_t len, int flags,
 	      afio_cb cb, void *data)
 {
-	int ret = check_common(ctx, fd, cb);
+	return queue_buf(ctx, AFIO_OP_SEND, fd, buf, len, 0, flags, cb, data);
+}
 
-	if (!ret)
-		ret = check_buf(buf, len, 0);
-	if (ret)
-		return ret;
-	return queue_req(ctx, AFIO_OP_SEND, fd, (void *)buf, len, 0, flags, cb, data);
+ssize_t afio_req_sock_nowait(const struct afio_req *r)
+{
+	ssize_t n;
+
+	do {
+		if (r->op == AFIO_OP_RECV)
+			n = recv(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT);
+		else
+			n = send(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
 }
 
 /* ---- what the engines call ---- */
