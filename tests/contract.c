@@ -22,44 +22,9 @@
 static enum afio_backend target_backend;
 static enum afio_mode target_mode;
 
-struct done {
-	int calls;
-	ssize_t res;
-};
-
-static void on_done(void *data, ssize_t res)
-{
-	struct done *d = data;
-
-	d->calls++;
-	d->res = res;
-}
-
 static afio_ctx *new_ctx(unsigned entries)
 {
 	return tu_ctx(target_backend, target_mode, entries);
-}
-
-/* Polls until d has completed; fails the test if afio_poll() errs. */
-static void wait_done(afio_ctx *ctx, struct done *d)
-{
-	while (!d->calls) {
-		int ret = afio_poll(ctx, 1, -1);
-
-		ck_assert_int_ge(ret, 0);
-	}
-}
-
-static void drain(afio_ctx *ctx)
-{
-	struct afio_stats st;
-
-	for (;;) {
-		ck_assert_int_eq(afio_stats(ctx, &st), 0);
-		if (!st.in_flight)
-			return;
-		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
-	}
 }
 
 static bool fd_readable(int fd)
@@ -92,7 +57,7 @@ START_TEST(test_write_read_random)
 {
 	unsigned seed = 12345u + (unsigned)target_mode * 7 + (unsigned)target_backend;
 	unsigned char *ref = malloc(RW_FILE_SIZE), *back = calloc(1, RW_FILE_SIZE);
-	static struct done d[4096];
+	static struct tu_done d[4096];
 	static unsigned want[4096];
 	afio_ctx *ctx = new_ctx(512);
 	unsigned nchunks = 0, off = 0;
@@ -109,12 +74,12 @@ START_TEST(test_write_read_random)
 		if (len > RW_FILE_SIZE - off)
 			len = RW_FILE_SIZE - off;
 		ck_assert_uint_lt(nchunks, 4096);
-		while (afio_write(ctx, fd, ref + off, len, off, on_done, &d[nchunks]) == -EAGAIN)
+		while (afio_write(ctx, fd, ref + off, len, off, tu_on_done, &d[nchunks]) == -EAGAIN)
 			ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
 		want[nchunks++] = len;
 		off += len;
 	}
-	drain(ctx);
+	tu_drain(ctx);
 	for (unsigned i = 0; i < nchunks; i++) {
 		ck_assert_int_eq(d[i].calls, 1);
 		ck_assert_int_eq(d[i].res, want[i]);
@@ -128,10 +93,10 @@ START_TEST(test_write_read_random)
 		unsigned o = (unsigned)rand_r(&seed) % RW_FILE_SIZE;
 		unsigned len = 1 + (unsigned)rand_r(&seed) % RW_MAX_CHUNK;
 		unsigned want = len > RW_FILE_SIZE - o ? RW_FILE_SIZE - o : len;
-		struct done r = { 0, 0 };
+		struct tu_done r = { 0, 0 };
 
-		ck_assert_int_eq(afio_read(ctx, fd, back, len, o, on_done, &r), 0);
-		wait_done(ctx, &r);
+		ck_assert_int_eq(afio_read(ctx, fd, back, len, o, tu_on_done, &r), 0);
+		tu_wait_done(ctx, &r);
 		ck_assert_int_eq(r.calls, 1);
 		ck_assert_int_eq(r.res, want);
 		ck_assert_msg(!memcmp(back, ref + o, want), "read at %u+%u differs", o, want);
@@ -149,7 +114,7 @@ START_TEST(test_readv_writev)
 	struct iovec wv[] = { { a, sizeof(a) }, { b, sizeof(b) }, { c, sizeof(c) } };
 	struct iovec rv[] = { { out1, sizeof(out1) }, { out2, sizeof(out2) } };
 	afio_ctx *ctx = new_ctx(0);
-	struct done w = { 0 }, r = { 0 };
+	struct tu_done w = { 0 }, r = { 0 };
 	int fd = new_file();
 	unsigned seed = 7;
 	char all[3107];
@@ -161,11 +126,11 @@ START_TEST(test_readv_writev)
 	memcpy(all + sizeof(a), b, sizeof(b));
 	memcpy(all + sizeof(a) + sizeof(b), c, sizeof(c));
 
-	ck_assert_int_eq(afio_writev(ctx, fd, wv, 3, 4096, on_done, &w), 0);
-	wait_done(ctx, &w);
+	ck_assert_int_eq(afio_writev(ctx, fd, wv, 3, 4096, tu_on_done, &w), 0);
+	tu_wait_done(ctx, &w);
 	ck_assert_int_eq(w.res, sizeof(all));
-	ck_assert_int_eq(afio_readv(ctx, fd, rv, 2, 4096, on_done, &r), 0);
-	wait_done(ctx, &r);
+	ck_assert_int_eq(afio_readv(ctx, fd, rv, 2, 4096, tu_on_done, &r), 0);
+	tu_wait_done(ctx, &r);
 	ck_assert_int_eq(r.res, sizeof(all));
 	ck_assert(!memcmp(out1, all, sizeof(out1)));
 	ck_assert(!memcmp(out2, all + sizeof(out1), sizeof(out2)));
@@ -177,21 +142,21 @@ END_TEST
 START_TEST(test_fsync_fdatasync)
 {
 	afio_ctx *ctx = new_ctx(0);
-	struct done w = { 0 }, s = { 0 }, ds = { 0 };
+	struct tu_done w = { 0 }, s = { 0 }, ds = { 0 };
 	char buf[512] = "durable";
 	int fd = new_file();
 
-	ck_assert_int_eq(afio_write(ctx, fd, buf, sizeof(buf), 0, on_done, &w), 0);
-	wait_done(ctx, &w);
+	ck_assert_int_eq(afio_write(ctx, fd, buf, sizeof(buf), 0, tu_on_done, &w), 0);
+	tu_wait_done(ctx, &w);
 	ck_assert_int_eq(w.res, sizeof(buf));
-	ck_assert_int_eq(afio_fsync(ctx, fd, 0, on_done, &s), 0);
-	ck_assert_int_eq(afio_fsync(ctx, fd, AFIO_FSYNC_DATASYNC, on_done, &ds), 0);
-	wait_done(ctx, &s);
-	wait_done(ctx, &ds);
+	ck_assert_int_eq(afio_fsync(ctx, fd, 0, tu_on_done, &s), 0);
+	ck_assert_int_eq(afio_fsync(ctx, fd, AFIO_FSYNC_DATASYNC, tu_on_done, &ds), 0);
+	tu_wait_done(ctx, &s);
+	tu_wait_done(ctx, &ds);
 	ck_assert_int_eq(s.res, 0);
 	ck_assert_int_eq(ds.res, 0);
 	ck_assert_int_eq(s.calls + ds.calls, 2);
-	ck_assert_int_eq(afio_fsync(ctx, fd, 0x80, on_done, &s), -EINVAL);
+	ck_assert_int_eq(afio_fsync(ctx, fd, 0x80, tu_on_done, &s), -EINVAL);
 	afio_destroy(ctx);
 	close(fd);
 }
@@ -200,16 +165,16 @@ END_TEST
 START_TEST(test_read_past_eof)
 {
 	afio_ctx *ctx = new_ctx(0);
-	struct done past = { 0 }, straddle = { 0 };
+	struct tu_done past = { 0 }, straddle = { 0 };
 	char buf[200];
 	int fd = new_file();
 
 	memset(buf, 'x', 100);
 	ck_assert_int_eq(pwrite(fd, buf, 100, 0), 100);
-	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), 4096, on_done, &past), 0);
-	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), 50, on_done, &straddle), 0);
-	wait_done(ctx, &past);
-	wait_done(ctx, &straddle);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), 4096, tu_on_done, &past), 0);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), 50, tu_on_done, &straddle), 0);
+	tu_wait_done(ctx, &past);
+	tu_wait_done(ctx, &straddle);
 	ck_assert_int_eq(past.res, 0);
 	ck_assert_int_eq(straddle.res, 50);
 	afio_destroy(ctx);
@@ -220,20 +185,20 @@ END_TEST
 START_TEST(test_closed_fd)
 {
 	afio_ctx *ctx = new_ctx(0);
-	struct done r = { 0 }, s = { 0 };
+	struct tu_done r = { 0 }, s = { 0 };
 	int fd = new_file(), sv[2];
 	char buf[64];
 
 	close(fd);
-	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), 0, on_done, &r), 0);
-	wait_done(ctx, &r);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), 0, tu_on_done, &r), 0);
+	tu_wait_done(ctx, &r);
 	ck_assert_int_eq(r.res, -EBADF);
 
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	tu_socketpair(sv);
 	close(sv[0]);
 	close(sv[1]);
-	ck_assert_int_eq(afio_recv(ctx, sv[0], buf, sizeof(buf), 0, on_done, &s), 0);
-	wait_done(ctx, &s);
+	ck_assert_int_eq(afio_recv(ctx, sv[0], buf, sizeof(buf), 0, tu_on_done, &s), 0);
+	tu_wait_done(ctx, &s);
 	ck_assert_int_eq(s.res, -EBADF);
 	ck_assert_int_eq(r.calls + s.calls, 2);
 	afio_destroy(ctx);
@@ -245,22 +210,22 @@ START_TEST(test_bad_arguments)
 	afio_ctx *ctx = new_ctx(0);
 	struct iovec iov = { NULL, 0 };
 	struct afio_stats st;
-	struct done d = { 0 };
+	struct tu_done d = { 0 };
 	int fd = new_file();
 	char buf[8];
 
-	ck_assert_int_eq(afio_read(ctx, fd, NULL, 8, 0, on_done, &d), -EINVAL);
-	ck_assert_int_eq(afio_write(ctx, fd, NULL, 8, 0, on_done, &d), -EINVAL);
-	ck_assert_int_eq(afio_recv(ctx, fd, NULL, 8, 0, on_done, &d), -EINVAL);
-	ck_assert_int_eq(afio_send(ctx, fd, NULL, 8, 0, on_done, &d), -EINVAL);
-	ck_assert_int_eq(afio_readv(ctx, fd, &iov, -1, 0, on_done, &d), -EINVAL);
-	ck_assert_int_eq(afio_writev(ctx, fd, &iov, -1, 0, on_done, &d), -EINVAL);
-	ck_assert_int_eq(afio_readv(ctx, fd, NULL, 1, 0, on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_read(ctx, fd, NULL, 8, 0, tu_on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_write(ctx, fd, NULL, 8, 0, tu_on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_recv(ctx, fd, NULL, 8, 0, tu_on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_send(ctx, fd, NULL, 8, 0, tu_on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_readv(ctx, fd, &iov, -1, 0, tu_on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_writev(ctx, fd, &iov, -1, 0, tu_on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_readv(ctx, fd, NULL, 1, 0, tu_on_done, &d), -EINVAL);
 	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), 0, NULL, &d), -EINVAL);
-	ck_assert_int_eq(afio_read(ctx, -1, buf, sizeof(buf), 0, on_done, &d), -EBADF);
-	ck_assert_int_eq(afio_read(ctx, fd, buf, (size_t)SSIZE_MAX + 1, 0, on_done, &d), -EINVAL);
-	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), UINT64_MAX, on_done, &d), -EINVAL);
-	ck_assert_int_eq(afio_read(NULL, fd, buf, sizeof(buf), 0, on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_read(ctx, -1, buf, sizeof(buf), 0, tu_on_done, &d), -EBADF);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, (size_t)SSIZE_MAX + 1, 0, tu_on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, sizeof(buf), UINT64_MAX, tu_on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_read(NULL, fd, buf, sizeof(buf), 0, tu_on_done, &d), -EINVAL);
 
 	/* Refused at once: nothing was queued, no callback will run. */
 	ck_assert_int_eq(afio_poll(ctx, 0, 0), 0);
@@ -293,23 +258,18 @@ END_TEST
 
 /* ---- sockets ---- */
 
-static void new_socketpair(int sv[2])
-{
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-}
-
 START_TEST(test_send_recv)
 {
 	afio_ctx *ctx = new_ctx(0);
-	struct done s = { 0 }, r = { 0 };
+	struct tu_done s = { 0 }, r = { 0 };
 	char in[64] = "";
 	int sv[2];
 
-	new_socketpair(sv);
-	ck_assert_int_eq(afio_send(ctx, sv[0], "hello", 5, 0, on_done, &s), 0);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
-	wait_done(ctx, &s);
-	wait_done(ctx, &r);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_send(ctx, sv[0], "hello", 5, 0, tu_on_done, &s), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
+	tu_wait_done(ctx, &s);
+	tu_wait_done(ctx, &r);
 	ck_assert_int_eq(s.res, 5);
 	ck_assert_int_eq(r.res, 5);
 	ck_assert(!memcmp(in, "hello", 5));
@@ -322,16 +282,16 @@ END_TEST
 START_TEST(test_recv_waits_for_data)
 {
 	afio_ctx *ctx = new_ctx(0);
-	struct done r = { 0 };
+	struct tu_done r = { 0 };
 	char in[64] = "";
 	int sv[2];
 
-	new_socketpair(sv);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
 	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
 	ck_assert_int_eq(r.calls, 0);
 	ck_assert_int_eq(write(sv[0], "late", 4), 4);
-	wait_done(ctx, &r);
+	tu_wait_done(ctx, &r);
 	ck_assert_int_eq(r.calls, 1);
 	ck_assert_int_eq(r.res, 4);
 	ck_assert(!memcmp(in, "late", 4));
@@ -344,19 +304,19 @@ END_TEST
 START_TEST(test_recv_after_peer_close)
 {
 	afio_ctx *ctx = new_ctx(0);
-	struct done before = { 0 }, after = { 0 };
+	struct tu_done before = { 0 }, after = { 0 };
 	char in[16];
 	int sv[2];
 
-	new_socketpair(sv);
+	tu_socketpair(sv);
 	/* One recv already waiting when the peer goes, one queued after. */
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &before), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &before), 0);
 	ck_assert_int_eq(afio_submit(ctx), 1);
 	close(sv[0]);
-	wait_done(ctx, &before);
+	tu_wait_done(ctx, &before);
 	ck_assert_int_eq(before.res, 0);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &after), 0);
-	wait_done(ctx, &after);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &after), 0);
+	tu_wait_done(ctx, &after);
 	ck_assert_int_eq(after.res, 0);
 	afio_destroy(ctx);
 	close(sv[1]);
@@ -366,17 +326,17 @@ END_TEST
 START_TEST(test_cancel_waiting_recv)
 {
 	afio_ctx *ctx = new_ctx(0);
-	struct done r = { 0 };
+	struct tu_done r = { 0 };
 	struct afio_stats st;
 	char in[16];
 	int sv[2];
 
-	new_socketpair(sv);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
 	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
 	ck_assert_int_eq(r.calls, 0);
 	ck_assert_int_eq(afio_cancel(ctx, &r), 1);
-	wait_done(ctx, &r);
+	tu_wait_done(ctx, &r);
 	ck_assert_int_eq(r.res, -ECANCELED);
 	/* Once, and only once: later data and polls change nothing. */
 	ck_assert_int_eq(write(sv[0], "x", 1), 1);
@@ -395,13 +355,13 @@ END_TEST
 START_TEST(test_cancel_queued)
 {
 	afio_ctx *ctx = new_ctx(0);
-	struct done r = { 0 };
+	struct tu_done r = { 0 };
 	char in[16];
 	int sv[2];
 
-	new_socketpair(sv);
+	tu_socketpair(sv);
 	/* Never submitted: it completes with -ECANCELED, in afio_poll(). */
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
 	ck_assert_int_eq(afio_cancel(ctx, &r), 1);
 	ck_assert_int_eq(r.calls, 0);
 	ck_assert(fd_readable(afio_eventfd(ctx)));
@@ -417,14 +377,14 @@ END_TEST
 START_TEST(test_destroy_with_recv_pending)
 {
 	afio_ctx *ctx = new_ctx(0);
-	struct done waiting = { 0 }, queued = { 0 };
+	struct tu_done waiting = { 0 }, queued = { 0 };
 	char in[16], in2[16];
 	int sv[2];
 
-	new_socketpair(sv);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &waiting), 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &waiting), 0);
 	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
-	ck_assert_int_eq(afio_recv(ctx, sv[0], in2, sizeof(in2), 0, on_done, &queued), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[0], in2, sizeof(in2), 0, tu_on_done, &queued), 0);
 	afio_destroy(ctx);
 	ck_assert_int_eq(waiting.calls, 1);
 	ck_assert_int_eq(waiting.res, -ECANCELED);
@@ -441,16 +401,16 @@ START_TEST(test_full_queue)
 {
 	enum { ENTRIES = 8 };
 	afio_ctx *ctx = new_ctx(ENTRIES);
-	struct done d[ENTRIES + 1] = { { 0 } };
+	struct tu_done d[ENTRIES + 1] = { { 0 } };
 	char buf[ENTRIES + 1][512];
 	int fd = new_file();
 
 	for (int i = 0; i < ENTRIES; i++)
-		ck_assert_int_eq(afio_read(ctx, fd, buf[i], 512, 0, on_done, &d[i]), 0);
-	ck_assert_int_eq(afio_read(ctx, fd, buf[ENTRIES], 512, 0, on_done, &d[ENTRIES]), -EAGAIN);
+		ck_assert_int_eq(afio_read(ctx, fd, buf[i], 512, 0, tu_on_done, &d[i]), 0);
+	ck_assert_int_eq(afio_read(ctx, fd, buf[ENTRIES], 512, 0, tu_on_done, &d[ENTRIES]), -EAGAIN);
 	ck_assert_int_ge(afio_poll(ctx, 1, -1), 1);
-	ck_assert_int_eq(afio_read(ctx, fd, buf[ENTRIES], 512, 0, on_done, &d[ENTRIES]), 0);
-	drain(ctx);
+	ck_assert_int_eq(afio_read(ctx, fd, buf[ENTRIES], 512, 0, tu_on_done, &d[ENTRIES]), 0);
+	tu_drain(ctx);
 	for (int i = 0; i <= ENTRIES; i++)
 		ck_assert_int_eq(d[i].calls, 1);
 	afio_destroy(ctx);
@@ -463,13 +423,13 @@ START_TEST(test_eventfd)
 	afio_ctx *ctx = new_ctx(0);
 	int efd = afio_eventfd(ctx), sv[2];
 	struct pollfd pfd = { .fd = efd, .events = POLLIN };
-	struct done r = { 0 };
+	struct tu_done r = { 0 };
 	char in[16];
 
 	ck_assert_int_ge(efd, 0);
-	new_socketpair(sv);
+	tu_socketpair(sv);
 	ck_assert(!fd_readable(efd));
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
 	ck_assert_int_eq(afio_submit(ctx), 1);
 	ck_assert_int_eq(afio_poll(ctx, 0, 0), 0);
 	/* Nothing is done while the peer is silent. */
@@ -528,7 +488,7 @@ START_TEST(test_many_reads)
 		ck_assert_int_eq(ret, 0);
 		next++;
 	}
-	drain(ctx);
+	tu_drain(ctx);
 	for (unsigned i = 0; i < MANY_READS; i++) {
 		ck_assert_msg(many_calls[i] == 1, "read %u completed %d times", i, many_calls[i]);
 		ck_assert_int_eq(many_res[i], 64);
@@ -579,21 +539,21 @@ END_TEST
 START_TEST(test_stats_balance)
 {
 	afio_ctx *ctx = new_ctx(32);
-	struct done d[40] = { { 0 } };
+	struct tu_done d[40] = { { 0 } };
 	struct afio_stats st;
 	char buf[40][128], in[8];
 	int fd = new_file(), sv[2];
 
-	new_socketpair(sv);
+	tu_socketpair(sv);
 	for (int i = 0; i < 30; i++)
-		ck_assert_int_eq(afio_write(ctx, fd, buf[i], 128, (uint64_t)i * 128, on_done, &d[i]), 0);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &d[30]), 0);
-	ck_assert_int_eq(afio_fsync(ctx, fd, 0, on_done, &d[31]), 0);
+		ck_assert_int_eq(afio_write(ctx, fd, buf[i], 128, (uint64_t)i * 128, tu_on_done, &d[i]), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &d[30]), 0);
+	ck_assert_int_eq(afio_fsync(ctx, fd, 0, tu_on_done, &d[31]), 0);
 	ck_assert_int_eq(afio_stats(ctx, &st), 0);
 	ck_assert_uint_eq(st.submitted, 32);
 	ck_assert_uint_eq(st.in_flight, 32);
 	ck_assert_int_eq(afio_cancel(ctx, &d[30]), 1);
-	drain(ctx);
+	tu_drain(ctx);
 	ck_assert_int_eq(afio_stats(ctx, &st), 0);
 	ck_assert_uint_eq(st.submitted, st.completed);
 	ck_assert_uint_eq(st.in_flight, 0);
@@ -620,56 +580,26 @@ static int count_entries(const char *dir)
 	return n;
 }
 
-/* Threads of this process except io_uring's own workers (iou-wrk-*,
-   iou-sqp-*): the kernel starts and reaps those itself, shortly after
-   the ring is closed, not when afio_destroy() returns. */
-static int count_threads(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	char path[300], comm[32];
-	int n = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while ((e = readdir(d))) {
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		f = fopen(path, "r");
-		if (f && fgets(comm, sizeof(comm), f) && !strncmp(comm, "iou-", 4)) {
-			fclose(f);
-			continue;
-		}
-		if (f)
-			fclose(f);
-		n++;
-	}
-	closedir(d);
-	return n;
-}
-
 /* Destroy gives back every thread and fd, whatever was running. */
 START_TEST(test_destroy_leaks_nothing)
 {
 	int fds, threads, sv[2], fd = new_file();
-	struct done r = { 0 }, w = { 0 };
+	struct tu_done r = { 0 }, w = { 0 };
 	char in[16], out[4096] = "";
 	afio_ctx *ctx;
 
-	new_socketpair(sv);
+	tu_socketpair(sv);
 	fds = count_entries("/proc/self/fd");
-	threads = count_threads();
+	threads = tu_count_threads();
 	ctx = new_ctx(0);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
-	ck_assert_int_eq(afio_write(ctx, fd, out, sizeof(out), 0, on_done, &w), 0);
-	wait_done(ctx, &w);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
+	ck_assert_int_eq(afio_write(ctx, fd, out, sizeof(out), 0, tu_on_done, &w), 0);
+	tu_wait_done(ctx, &w);
 	afio_destroy(ctx);
 	ck_assert_int_eq(r.calls, 1);
 	ck_assert_int_eq(w.calls, 1);
 	ck_assert_int_eq(count_entries("/proc/self/fd"), fds);
-	ck_assert_int_eq(count_threads(), threads);
+	ck_assert_int_eq(tu_count_threads(), threads);
 	close(fd);
 	close(sv[0]);
 	close(sv[1]);

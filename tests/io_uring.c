@@ -35,19 +35,6 @@ static enum afio_mode target_mode;
 #define CHUNK		64
 #define PAIRS		128
 
-struct done {
-	int calls;
-	ssize_t res;
-};
-
-static void on_done(void *data, ssize_t res)
-{
-	struct done *d = data;
-
-	d->calls++;
-	d->res = res;
-}
-
 static afio_ctx *ring_ctx_flags(unsigned entries, unsigned ring_entries, unsigned flags)
 {
 	struct afio_config cfg;
@@ -69,18 +56,6 @@ static afio_ctx *ring_ctx_flags(unsigned entries, unsigned ring_entries, unsigne
 static afio_ctx *ring_ctx(unsigned entries, unsigned ring_entries)
 {
 	return ring_ctx_flags(entries, ring_entries, 0);
-}
-
-static void drain(afio_ctx *ctx)
-{
-	struct afio_stats st;
-
-	for (;;) {
-		ck_assert_int_eq(afio_stats(ctx, &st), 0);
-		if (!st.in_flight)
-			return;
-		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
-	}
 }
 
 static bool readable(int fd, int timeout_ms)
@@ -115,15 +90,15 @@ static int pattern_file(size_t len)
 static void read_many(afio_ctx *ctx)
 {
 	static unsigned char bufs[MANY][CHUNK];
-	static struct done d[MANY];
+	static struct tu_done d[MANY];
 	int fd = pattern_file((size_t)MANY * CHUNK);
 	struct afio_stats st;
 
 	memset(d, 0, sizeof(d));
 	for (size_t i = 0; i < MANY; i++)
-		ck_assert_int_eq(afio_read(ctx, fd, bufs[i], CHUNK, i * CHUNK, on_done, &d[i]), 0);
-	ck_assert_int_eq(afio_read(ctx, fd, bufs[0], CHUNK, 0, on_done, &d[0]), -EAGAIN);
-	drain(ctx);
+		ck_assert_int_eq(afio_read(ctx, fd, bufs[i], CHUNK, i * CHUNK, tu_on_done, &d[i]), 0);
+	ck_assert_int_eq(afio_read(ctx, fd, bufs[0], CHUNK, 0, tu_on_done, &d[0]), -EAGAIN);
+	tu_drain(ctx);
 	for (size_t i = 0; i < MANY; i++) {
 		ck_assert_int_eq(d[i].calls, 1);
 		ck_assert_int_eq(d[i].res, CHUNK);
@@ -151,7 +126,7 @@ END_TEST
 START_TEST(test_writes_beyond_ring)
 {
 	static unsigned char bufs[MANY][CHUNK], back[CHUNK];
-	static struct done d[MANY];
+	static struct tu_done d[MANY];
 	int fd = tu_tmpfile(0);
 	afio_ctx *ctx;
 
@@ -161,11 +136,11 @@ START_TEST(test_writes_beyond_ring)
 	for (size_t i = 0; i < MANY; i++) {
 		for (size_t k = 0; k < CHUNK; k++)
 			bufs[i][k] = pattern(i * CHUNK + k);
-		ck_assert_int_eq(afio_write(ctx, fd, bufs[i], CHUNK, i * CHUNK, on_done, &d[i]), 0);
+		ck_assert_int_eq(afio_write(ctx, fd, bufs[i], CHUNK, i * CHUNK, tu_on_done, &d[i]), 0);
 	}
 	/* Submitted in one go: the SQ fills many times over before a reap. */
 	ck_assert_int_eq(afio_submit(ctx), MANY);
-	drain(ctx);
+	tu_drain(ctx);
 	for (size_t i = 0; i < MANY; i++) {
 		ck_assert_int_eq(d[i].calls, 1);
 		ck_assert_int_eq(d[i].res, CHUNK);
@@ -180,7 +155,7 @@ END_TEST
 /* Socket completions come by poll and task work, a path of their own. */
 START_TEST(test_sockets_beyond_ring)
 {
-	static struct done rd[PAIRS], sd[PAIRS];
+	static struct tu_done rd[PAIRS], sd[PAIRS];
 	static char in[PAIRS][CHUNK], out[PAIRS][CHUNK];
 	int sv[PAIRS][2];
 	afio_ctx *ctx;
@@ -192,12 +167,12 @@ START_TEST(test_sockets_beyond_ring)
 		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv[i]), 0);
 		memset(out[i], 'a' + i % 26, CHUNK);
 		ck_assert_int_eq(afio_recv(ctx, sv[i][1], in[i], CHUNK, MSG_WAITALL,
-					   on_done, &rd[i]), 0);
+					   tu_on_done, &rd[i]), 0);
 	}
 	ck_assert_int_eq(afio_submit(ctx), PAIRS);
 	for (int i = 0; i < PAIRS; i++)
-		ck_assert_int_eq(afio_send(ctx, sv[i][0], out[i], CHUNK, 0, on_done, &sd[i]), 0);
-	drain(ctx);
+		ck_assert_int_eq(afio_send(ctx, sv[i][0], out[i], CHUNK, 0, tu_on_done, &sd[i]), 0);
+	tu_drain(ctx);
 	for (int i = 0; i < PAIRS; i++) {
 		ck_assert_int_eq(rd[i].calls, 1);
 		ck_assert_int_eq(sd[i].calls, 1);
@@ -243,9 +218,9 @@ static void child_read_works(afio_ctx *ctx)
 {
 	int fd = pattern_file(CHUNK);
 	unsigned char buf[CHUNK];
-	struct done d = { 0 };
+	struct tu_done d = { 0 };
 
-	CHILD_CHECK(afio_read(ctx, fd, buf, CHUNK, 0, on_done, &d) == 0);
+	CHILD_CHECK(afio_read(ctx, fd, buf, CHUNK, 0, tu_on_done, &d) == 0);
 	while (!d.calls)
 		CHILD_CHECK(afio_poll(ctx, 1, -1) >= 0);
 	CHILD_CHECK(d.res == CHUNK);
@@ -325,7 +300,7 @@ static void old_kernel_child(void)
 	int fd = pattern_file(2 * CHUNK), sv[2];
 	unsigned char a[CHUNK], b[CHUNK];
 	struct iovec iov = { .iov_base = b, .iov_len = CHUNK };
-	struct done rd = { 0 }, rv = { 0 }, sd = { 0 }, rc = { 0 };
+	struct tu_done rd = { 0 }, rv = { 0 }, sd = { 0 }, rc = { 0 };
 	struct afio_config cfg;
 	struct afio_stats st;
 	char desc[256], in[8];
@@ -343,10 +318,10 @@ static void old_kernel_child(void)
 	fprintf(stderr, "without the opcode probe: %s\n", desc);
 	CHILD_CHECK(strstr(desc, "thread pool for read,write,recv,send"));
 
-	CHILD_CHECK(afio_read(ctx, fd, a, CHUNK, 0, on_done, &rd) == 0);
-	CHILD_CHECK(afio_readv(ctx, fd, &iov, 1, CHUNK, on_done, &rv) == 0);
-	CHILD_CHECK(afio_send(ctx, sv[0], "ping", 4, 0, on_done, &sd) == 0);
-	CHILD_CHECK(afio_recv(ctx, sv[1], in, 4, MSG_WAITALL, on_done, &rc) == 0);
+	CHILD_CHECK(afio_read(ctx, fd, a, CHUNK, 0, tu_on_done, &rd) == 0);
+	CHILD_CHECK(afio_readv(ctx, fd, &iov, 1, CHUNK, tu_on_done, &rv) == 0);
+	CHILD_CHECK(afio_send(ctx, sv[0], "ping", 4, 0, tu_on_done, &sd) == 0);
+	CHILD_CHECK(afio_recv(ctx, sv[1], in, 4, MSG_WAITALL, tu_on_done, &rc) == 0);
 	while (!rd.calls || !rv.calls || !sd.calls || !rc.calls)
 		CHILD_CHECK(afio_poll(ctx, 1, -1) >= 0);
 	CHILD_CHECK(rd.res == CHUNK && rv.res == CHUNK && sd.res == 4 && rc.res == 4);
@@ -374,10 +349,10 @@ START_TEST(test_eventfd_file_completion)
 {
 	int fd = pattern_file(CHUNK);
 	unsigned char buf[CHUNK];
-	struct done d = { 0 };
+	struct tu_done d = { 0 };
 	afio_ctx *ctx = ring_ctx(0, 0);
 
-	ck_assert_int_eq(afio_read(ctx, fd, buf, CHUNK, 0, on_done, &d), 0);
+	ck_assert_int_eq(afio_read(ctx, fd, buf, CHUNK, 0, tu_on_done, &d), 0);
 	ck_assert_int_eq(afio_submit(ctx), 1);
 	ck_assert(readable(afio_eventfd(ctx), -1));
 	ck_assert_int_eq(d.calls, 0);
@@ -401,14 +376,14 @@ static void *send_later(void *arg)
    not in io_uring_enter: the ring must still post the CQE and signal. */
 START_TEST(test_eventfd_socket_completion)
 {
-	struct done d = { 0 };
+	struct tu_done d = { 0 };
 	afio_ctx *ctx = ring_ctx(0, 0);
 	pthread_t t;
 	char in[8];
 	int sv[2];
 
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, 5, MSG_WAITALL, on_done, &d), 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, 5, MSG_WAITALL, tu_on_done, &d), 0);
 	ck_assert_int_eq(afio_submit(ctx), 1);
 	ck_assert_int_eq(pthread_create(&t, NULL, send_later, &sv[0]), 0);
 	ck_assert(readable(afio_eventfd(ctx), -1));
@@ -433,13 +408,13 @@ static void *create_ctx(void *arg)
 
 static void round_trip(afio_ctx *ctx)
 {
-	struct done s = { 0 }, r = { 0 };
+	struct tu_done s = { 0 }, r = { 0 };
 	char in[4];
 	int sv[2];
 
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, 4, MSG_WAITALL, on_done, &r), 0);
-	ck_assert_int_eq(afio_send(ctx, sv[0], "pong", 4, 0, on_done, &s), 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, 4, MSG_WAITALL, tu_on_done, &r), 0);
+	ck_assert_int_eq(afio_send(ctx, sv[0], "pong", 4, 0, tu_on_done, &s), 0);
 	while (!r.calls || !s.calls)
 		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
 	ck_assert_int_eq(r.res, 4);
@@ -465,7 +440,7 @@ struct handover {
 	afio_ctx *ctx;
 	int fd;
 	char in[8];
-	struct done d;
+	struct tu_done d;
 	int release[2];		/* the submitter lives until this is written */
 	int submitted[2];
 };
@@ -475,7 +450,7 @@ static void *submit_then_wait(void *arg)
 	struct handover *h = arg;
 	char c = 0;
 
-	ck_assert_int_eq(afio_recv(h->ctx, h->fd, h->in, 5, MSG_WAITALL, on_done, &h->d), 0);
+	ck_assert_int_eq(afio_recv(h->ctx, h->fd, h->in, 5, MSG_WAITALL, tu_on_done, &h->d), 0);
 	ck_assert_int_eq(afio_submit(h->ctx), 1);
 	ck_assert_int_eq(write(h->submitted[1], &c, 1), 1);
 	ck_assert_int_eq(read(h->release[0], &c, 1), 1);
@@ -491,7 +466,7 @@ START_TEST(test_reaped_on_another_thread)
 	int sv[2];
 	char c;
 
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	tu_socketpair(sv);
 	ck_assert_int_eq(pipe(h.release), 0);
 	ck_assert_int_eq(pipe(h.submitted), 0);
 	h.ctx = ring_ctx(0, 0);
@@ -521,7 +496,7 @@ END_TEST
 START_TEST(test_sqpoll)
 {
 	afio_ctx *ctx = ring_ctx_flags(MANY, SMALL_RING, AFIO_SQPOLL);
-	struct done r = { 0 };
+	struct tu_done r = { 0 };
 	char desc[256], in[4];
 	int sv[2];
 
@@ -529,11 +504,11 @@ START_TEST(test_sqpoll)
 	ck_assert_msg(strstr(desc, "flags=SQPOLL"), "%s", desc);
 	read_many(ctx);
 	round_trip(ctx);
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
 	ck_assert_int_eq(afio_submit(ctx), 1);
 	ck_assert_int_eq(afio_cancel(ctx, &r), 1);
-	drain(ctx);
+	tu_drain(ctx);
 	ck_assert_int_eq(r.calls, 1);
 	ck_assert_int_eq(r.res, -ECANCELED);
 	afio_destroy(ctx);
@@ -549,21 +524,21 @@ END_TEST
 START_TEST(test_cancel_with_full_ring)
 {
 	static unsigned char bufs[MANY][CHUNK];
-	static struct done d[MANY];
+	static struct tu_done d[MANY];
 	int fd = pattern_file((size_t)MANY * CHUNK), sv[2];
-	struct done r = { 0 };
+	struct tu_done r = { 0 };
 	afio_ctx *ctx;
 	char in[4];
 
 	memset(d, 0, sizeof(d));
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	tu_socketpair(sv);
 	ctx = ring_ctx(MANY + 1, SMALL_RING);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
 	for (size_t i = 0; i < MANY; i++)
-		ck_assert_int_eq(afio_read(ctx, fd, bufs[i], CHUNK, i * CHUNK, on_done, &d[i]), 0);
+		ck_assert_int_eq(afio_read(ctx, fd, bufs[i], CHUNK, i * CHUNK, tu_on_done, &d[i]), 0);
 	ck_assert_int_eq(afio_submit(ctx), MANY + 1);
 	ck_assert_int_eq(afio_cancel(ctx, &r), 1);
-	drain(ctx);
+	tu_drain(ctx);
 	ck_assert_int_eq(r.calls, 1);
 	ck_assert_int_eq(r.res, -ECANCELED);
 	for (size_t i = 0; i < MANY; i++) {
@@ -580,16 +555,16 @@ END_TEST
 /* Destroy with recvs that will never finish: each completes once. */
 START_TEST(test_destroy_cancels_in_ring)
 {
-	static struct done d[PAIRS];
+	static struct tu_done d[PAIRS];
 	static char in[PAIRS][4];
 	int sv[2];
 	afio_ctx *ctx;
 
 	memset(d, 0, sizeof(d));
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	tu_socketpair(sv);
 	ctx = ring_ctx(PAIRS, SMALL_RING);
 	for (int i = 0; i < PAIRS; i++)
-		ck_assert_int_eq(afio_recv(ctx, sv[1], in[i], 4, 0, on_done, &d[i]), 0);
+		ck_assert_int_eq(afio_recv(ctx, sv[1], in[i], 4, 0, tu_on_done, &d[i]), 0);
 	ck_assert_int_eq(afio_submit(ctx), PAIRS);
 	afio_destroy(ctx);
 	for (int i = 0; i < PAIRS; i++) {

@@ -26,25 +26,6 @@
 
 static enum afio_mode target_mode;
 
-struct done {
-	int calls;
-	ssize_t res;
-};
-
-static void on_done(void *data, ssize_t res)
-{
-	struct done *d = data;
-
-	d->calls++;
-	d->res = res;
-}
-
-static void wait_done(afio_ctx *ctx, struct done *d)
-{
-	while (!d->calls)
-		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
-}
-
 static uint64_t fallbacks(afio_ctx *ctx)
 {
 	struct afio_stats st;
@@ -95,15 +76,15 @@ static void rw_once(afio_ctx *ctx, bool write, int fd, void *buf, size_t len,
 		    uint64_t off, unsigned pooled)
 {
 	uint64_t fb = fallbacks(ctx);
-	struct done d = { 0 };
+	struct tu_done d = { 0 };
 	int ret;
 
 	if (write)
-		ret = afio_write(ctx, fd, buf, len, off, on_done, &d);
+		ret = afio_write(ctx, fd, buf, len, off, tu_on_done, &d);
 	else
-		ret = afio_read(ctx, fd, buf, len, off, on_done, &d);
+		ret = afio_read(ctx, fd, buf, len, off, tu_on_done, &d);
 	ck_assert_int_eq(ret, 0);
-	wait_done(ctx, &d);
+	tu_wait_done(ctx, &d);
 	ck_assert_int_eq(d.calls, 1);
 	ck_assert_int_eq(d.res, len);
 	ck_assert_uint_eq(fallbacks(ctx), fb + pooled);
@@ -125,7 +106,7 @@ static void expect_file(int fd, const unsigned char *ref, size_t len)
 START_TEST(test_direct_aligned)
 {
 	unsigned char *ref = block_buf(NBLK * BLK, 3), *back = block_buf(NBLK * BLK, 0);
-	struct done w[NBLK] = { { 0 } }, rv = { 0 };
+	struct tu_done w[NBLK] = { { 0 } }, rv = { 0 };
 	afio_ctx *ctx = new_ctx();
 	struct iovec iov[2];
 	int fd, dfd;
@@ -138,9 +119,9 @@ START_TEST(test_direct_aligned)
 	/* One batch of writes, then one read of everything and one vectored. */
 	for (unsigned i = 0; i < NBLK; i++)
 		ck_assert_int_eq(afio_write(ctx, dfd, ref + i * BLK, BLK, (uint64_t)i * BLK,
-					    on_done, &w[i]), 0);
+					    tu_on_done, &w[i]), 0);
 	for (unsigned i = 0; i < NBLK; i++) {
-		wait_done(ctx, &w[i]);
+		tu_wait_done(ctx, &w[i]);
 		ck_assert_int_eq(w[i].calls, 1);
 		ck_assert_int_eq(w[i].res, BLK);
 	}
@@ -150,8 +131,8 @@ START_TEST(test_direct_aligned)
 	memset(back, 0, NBLK * BLK);
 	iov[0] = (struct iovec){ back + 2 * BLK, BLK };
 	iov[1] = (struct iovec){ back, 2 * BLK };
-	ck_assert_int_eq(afio_readv(ctx, dfd, iov, 2, BLK, on_done, &rv), 0);
-	wait_done(ctx, &rv);
+	ck_assert_int_eq(afio_readv(ctx, dfd, iov, 2, BLK, tu_on_done, &rv), 0);
+	tu_wait_done(ctx, &rv);
 	ck_assert_int_eq(rv.res, 3 * BLK);
 	ck_assert(!memcmp(back + 2 * BLK, ref + BLK, BLK));
 	ck_assert(!memcmp(back, ref + 2 * BLK, 2 * BLK));
@@ -196,7 +177,7 @@ END_TEST
 static void misaligned_read(afio_ctx *ctx, int dfd, unsigned char *buf, size_t len, off_t off)
 {
 	unsigned char *want = malloc(len);
-	struct done r = { 0 };
+	struct tu_done r = { 0 };
 	uint64_t fb = fallbacks(ctx);
 	ssize_t n;
 
@@ -207,8 +188,8 @@ static void misaligned_read(afio_ctx *ctx, int dfd, unsigned char *buf, size_t l
 	else
 		memcpy(want, buf, (size_t)n);
 	memset(buf, 0, len);
-	ck_assert_int_eq(afio_read(ctx, dfd, buf, len, (uint64_t)off, on_done, &r), 0);
-	wait_done(ctx, &r);
+	ck_assert_int_eq(afio_read(ctx, dfd, buf, len, (uint64_t)off, tu_on_done, &r), 0);
+	tu_wait_done(ctx, &r);
 	ck_assert_int_eq(r.calls, 1);
 	ck_assert_uint_eq(fallbacks(ctx), fb + 1);
 	ck_assert_msg(r.res == n, "misaligned read: %zd, pread says %zd", r.res, n);
@@ -285,7 +266,7 @@ static bool kernel_takes_fsync(int fd)
 START_TEST(test_fsync_in_kernel)
 {
 	unsigned char *ref = block_buf(BLK, 1);
-	struct done s = { 0 }, ds = { 0 };
+	struct tu_done s = { 0 }, ds = { 0 };
 	afio_ctx *ctx = new_ctx();
 	int fd, dfd;
 	uint64_t fb;
@@ -298,10 +279,10 @@ START_TEST(test_fsync_in_kernel)
 	}
 	rw_once(ctx, true, dfd, ref, BLK, 0, 0);
 	fb = fallbacks(ctx);
-	ck_assert_int_eq(afio_fsync(ctx, dfd, 0, on_done, &s), 0);
-	ck_assert_int_eq(afio_fsync(ctx, dfd, AFIO_FSYNC_DATASYNC, on_done, &ds), 0);
-	wait_done(ctx, &s);
-	wait_done(ctx, &ds);
+	ck_assert_int_eq(afio_fsync(ctx, dfd, 0, tu_on_done, &s), 0);
+	ck_assert_int_eq(afio_fsync(ctx, dfd, AFIO_FSYNC_DATASYNC, tu_on_done, &ds), 0);
+	tu_wait_done(ctx, &s);
+	tu_wait_done(ctx, &ds);
 	ck_assert_int_eq(s.res, 0);
 	ck_assert_int_eq(ds.res, 0);
 	ck_assert_int_eq(s.calls + ds.calls, 2);
@@ -320,17 +301,17 @@ END_TEST
 START_TEST(test_cancel_polled_recv)
 {
 	afio_ctx *ctx = new_ctx();
-	struct done r = { 0 };
+	struct tu_done r = { 0 };
 	struct afio_stats st;
 	char in[16], c;
 	int sv[2];
 
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
 	ck_assert_int_eq(afio_poll(ctx, 0, 20), 0);
 	ck_assert_int_eq(r.calls, 0);
 	ck_assert_int_eq(afio_cancel(ctx, &r), 1);
-	wait_done(ctx, &r);
+	tu_wait_done(ctx, &r);
 	ck_assert_int_eq(r.res, -ECANCELED);
 	/* Data sent later is left for whoever reads next. */
 	ck_assert_int_eq(write(sv[0], "z", 1), 1);
@@ -354,21 +335,21 @@ END_TEST
 START_TEST(test_poll_rearmed)
 {
 	afio_ctx *ctx = new_ctx();
-	struct done r = { 0 };
+	struct tu_done r = { 0 };
 	char in[16] = "", c;
 	int sv[2];
 
 	if (target_mode == AFIO_MODE_ASYNC)
 		goto out;	/* a pool worker would race the test for the byte */
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, on_done, &r), 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
 	ck_assert_int_eq(afio_submit(ctx), 1);
 	ck_assert_int_eq(write(sv[0], "a", 1), 1);
 	ck_assert_int_eq(recv(sv[1], &c, 1, MSG_DONTWAIT), 1);
 	ck_assert_int_eq(afio_poll(ctx, 0, 0), 0);
 	ck_assert_int_eq(r.calls, 0);
 	ck_assert_int_eq(write(sv[0], "bc", 2), 2);
-	wait_done(ctx, &r);
+	tu_wait_done(ctx, &r);
 	ck_assert_int_eq(r.calls, 1);
 	ck_assert_int_eq(r.res, 2);
 	ck_assert(!memcmp(in, "bc", 2));

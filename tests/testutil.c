@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 #include <check.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -99,4 +102,63 @@ afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries)
 	ck_assert_int_eq(afio_backend(ctx), b);
 	ck_assert_int_eq(afio_mode(ctx), m);
 	return ctx;
+}
+
+void tu_on_done(void *data, ssize_t res)
+{
+	struct tu_done *d = data;
+
+	d->calls++;
+	d->res = res;
+}
+
+void tu_wait_done(afio_ctx *ctx, struct tu_done *d)
+{
+	while (!d->calls)
+		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
+}
+
+void tu_drain(afio_ctx *ctx)
+{
+	struct afio_stats st;
+
+	for (;;) {
+		ck_assert_int_eq(afio_stats(ctx, &st), 0);
+		if (!st.in_flight)
+			return;
+		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
+	}
+}
+
+void tu_socketpair(int sv[2])
+{
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+}
+
+static bool is_io_uring_worker(const char *tid)
+{
+	char path[300], comm[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%s/comm", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = '\0';
+	fclose(f);
+	return !strncmp(comm, "iou-", 4);
+}
+
+int tu_count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.' && !is_io_uring_worker(e->d_name);
+	closedir(d);
+	return n;
 }

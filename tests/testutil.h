@@ -4,6 +4,7 @@
 #define AFIO_TESTUTIL_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "asyncfio.h"
 
@@ -21,5 +22,27 @@ int tu_parse_target(int argc, char **argv, enum afio_backend *b, enum afio_mode 
 
 /* afio_create() of exactly backend b in mode m, with AFIO_NO_FALLBACK. */
 afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries);
+
+/* A callback's record: how often it ran, with what. */
+struct tu_done {
+	int calls;
+	ssize_t res;
+};
+
+void tu_on_done(void *data, ssize_t res);
+
+/* Polls until d has completed; fails the test if afio_poll() errs. */
+void tu_wait_done(afio_ctx *ctx, struct tu_done *d);
+
+/* Polls until nothing is in flight. */
+void tu_drain(afio_ctx *ctx);
+
+/* A connected AF_UNIX stream pair; fails the test if it cannot. */
+void tu_socketpair(int sv[2]);
+
+/* Threads of this process except io_uring's own workers (iou-wrk-*,
+   iou-sqp-*): the kernel starts those itself and reaps them shortly after
+   the ring is closed, not when afio_destroy() returns. */
+int tu_count_threads(void);
 
 #endif
