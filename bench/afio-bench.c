@@ -476,17 +476,28 @@ static void on_done(void *data, ssize_t res)
 
 /* ---- files ---- */
 
+/* Incompressible bytes, so that a compressing device (zram) or file system
+   does real work, as it would for real data. */
+static void fill_random(void *p, size_t len, uint64_t seed)
+{
+	uint64_t s = 0x9e3779b97f4a7c15ull ^ (seed * 0x100000001b3ull), v;
+	unsigned char *c = p;
+
+	for (size_t i = 0; i < len; i += sizeof(v)) {
+		v = next_rand(&s);
+		memcpy(c + i, &v, len - i < sizeof(v) ? len - i : sizeof(v));
+	}
+}
+
 static int fill_file(int fd, uint64_t from, uint64_t size)
 {
 	const size_t chunk = 1 << 20;
-	uint64_t seed = 0x9e3779b97f4a7c15ull, off;
-	uint64_t *buf = malloc(chunk);
+	uint64_t *buf = malloc(chunk), off;
 	ssize_t n;
 
 	if (!buf)
 		return -ENOMEM;
-	for (size_t i = 0; i < chunk / 8; i++)
-		buf[i] = next_rand(&seed);
+	fill_random(buf, chunk, 1);
 	for (off = from; off < size; off += (uint64_t)n) {
 		size_t want = size - off < chunk ? (size_t)(size - off) : chunk;
 
@@ -685,7 +696,7 @@ int main(int argc, char **argv)
 				o.qd, o.bs);
 			return 1;
 		}
-		memset(b->ios[i].buf, 0x5a + (int)i, o.bs);
+		fill_random(b->ios[i].buf, o.bs, i);
 	}
 
 	afio_config_init(&cfg);
