@@ -4,11 +4,11 @@
  * for at run time and dropped when the kernel refuses them).
  *
  * Each request is one SQE whose user_data is its slot index and generation,
- * so a CQE or a late cancel for a reused slot is recognised as stale.  One
- * value (UD_RESERVED) marks SQEs of our own whose CQEs carry no request:
- * cancels, and the timeout SQE liburing adds on kernels without
- * IORING_FEAT_EXT_ARG.  The context's eventfd is registered with the ring,
- * so it becomes readable whenever a CQE is posted.
+ * so a CQE or a late cancel for a reused slot is recognised as stale.  A
+ * cancel SQE carries its target's user_data with UD_CANCEL set, so that its
+ * answer can be read; UD_RESERVED marks the timeout SQE liburing adds on
+ * kernels without IORING_FEAT_EXT_ARG.  The context's eventfd is registered
+ * with the ring, so it becomes readable whenever a CQE is posted.
  *
  * Nothing is lost when a ring is full: a request that finds no free SQE
  * stays at the head of the core's queue until a reap made room, and the
@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <liburing.h>
 
@@ -44,6 +45,7 @@
 #endif
 
 #define UD_RESERVED	UINT64_MAX	/* low half never a slot index */
+#define UD_CANCEL	(1ull << 31)	/* in a cancel's user_data; slots are fewer */
 #define REAP_BATCH	64
 #define MAX_RING	32768u		/* the kernel's IORING_MAX_ENTRIES */
 #define MAX_RW		0x7ffff000u	/* the kernel's MAX_RW_COUNT */
@@ -348,8 +350,9 @@ static void push_cancels(struct uring *u)
 
 		if (!sqe)
 			break;
-		io_uring_prep_cancel64(sqe, u->cancels[done++], 0);
-		io_uring_sqe_set_data64(sqe, UD_RESERVED);
+		io_uring_prep_cancel64(sqe, u->cancels[done], 0);
+		io_uring_sqe_set_data64(sqe, u->cancels[done] | UD_CANCEL);
+		done++;
 	}
 	u->ncancels -= done;
 	memmove(u->cancels, u->cancels + done, u->ncancels * sizeof(*u->cancels));
@@ -392,6 +395,8 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 
 /* ---- completions ---- */
 
+static void cancel_answered(struct uring *u, uint64_t ud, int res);
+
 static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 {
 	struct uring *u = e->priv;
@@ -400,8 +405,14 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 	struct afio_req *r;
 	ssize_t res = cqe->res;
 
+	if (ud == UD_RESERVED)
+		return;		/* liburing's own timeout */
+	if (ud & UD_CANCEL) {
+		cancel_answered(u, ud & ~UD_CANCEL, cqe->res);
+		return;
+	}
 	if (index >= u->nslots)
-		return;		/* a cancel's or liburing's own timeout */
+		return;
 	r = u->reqs[index];
 	if (!r || r->gen != (uint32_t)(ud >> 32))
 		return;
@@ -494,6 +505,41 @@ static void drop_stale_cancels(struct uring *u)
 	u->ncancels = kept;
 }
 
+static void queue_cancel(struct uring *u, uint64_t ud)
+{
+	if (u->ncancels == u->nslots)
+		drop_stale_cancels(u);
+	u->cancels[u->ncancels++] = ud;
+}
+
+/* Whether r, once running in io-wq, may go on to wait by poll: anything but
+   fsync and I/O on a regular file or block device. */
+static bool may_wait_by_poll(const struct afio_req *r)
+{
+	struct stat st;
+
+	if (r->op == AFIO_OP_FSYNC)
+		return false;
+	if (fstat(r->fd, &st) < 0)
+		return true;
+	return !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode);
+}
+
+/*
+ * -EALREADY: an io-wq worker was running the request.  The kernel then only
+ * interrupts a blocking call; a worker that had just tried without blocking
+ * goes on to arm a poll, and there the request would wait, uncanceled, for
+ * good.  So ask again while it is in the ring: a poll wait is found and
+ * ended.  A file request in io-wq simply finishes.
+ */
+static void cancel_answered(struct uring *u, uint64_t ud, int res)
+{
+	if (res != -EALREADY || !in_ring(u, ud))
+		return;
+	if (may_wait_by_poll(u->reqs[(uint32_t)ud]))
+		queue_cancel(u, ud);
+}
+
 /*
  * The cancel goes to the kernel at once, not at the next afio_poll(): a
  * caller may be waiting on the eventfd for the canceled request.  Without
@@ -505,9 +551,7 @@ static void uring_cancel(struct afio_engine *e, struct afio_req *r)
 
 	if (!u->has_cancel)
 		return;
-	if (u->ncancels == u->nslots)
-		drop_stale_cancels(u);
-	u->cancels[u->ncancels++] = ud_of(r);
+	queue_cancel(u, ud_of(r));
 	push_cancels(u);
 	push_sq(u);
 }
