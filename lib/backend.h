@@ -91,7 +91,8 @@ static inline void afio_engine_take(struct afio_engine *e, struct afio_req *r)
 void afio_req_done(struct afio_req *r, ssize_t res);
 
 /* Hand r to the context's thread pool (created on first use) and count it
-   in stats.fallbacks.  Owner thread only. */
+   in stats.fallbacks.  Owner thread, from submit or reap only: the core
+   passes what was routed to the pool in one batch when the op returns. */
 void afio_route_to_pool(struct afio_engine *from, struct afio_req *r);
 
 /* The context's eventfd, which every engine makes readable when it has

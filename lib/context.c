@@ -98,6 +98,7 @@ int afio_create(afio_ctx **out, const struct afio_config *cfg)
 		afio_config_init(&ctx->cfg);
 	afio_reqq_init(&ctx->queue);
 	afio_reqq_init(&ctx->done);
+	afio_reqq_init(&ctx->to_pool);
 	ctx->evfd = -1;
 
 	ret = apply_env(&ctx->cfg);

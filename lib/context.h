@@ -15,6 +15,7 @@ struct afio_ctx {
 	struct afio_engine pool;	/* ops NULL until something is routed */
 	struct afio_reqq queue;		/* accepted, not yet handed over */
 	struct afio_reqq done;		/* finished, callbacks pending */
+	struct afio_reqq to_pool;	/* routed by the primary, for the pool */
 	struct afio_req *free_slots;
 	struct afio_req *slots;
 	struct afio_config cfg;

@@ -246,21 +246,26 @@ static int start_pool(struct afio_ctx *ctx)
 void afio_route_to_pool(struct afio_engine *from, struct afio_req *r)
 {
 	struct afio_ctx *ctx = from->ctx;
-	struct afio_reqq one;
+
+	ctx->st.fallbacks++;
+	afio_reqq_push(&ctx->to_pool, r);
+}
+
+/* Routed requests go to the pool in one batch: one lock, one wake-up. */
+static void flush_to_pool(struct afio_ctx *ctx)
+{
+	struct afio_req *r;
 	int ret = 0;
 
+	if (!ctx->to_pool.head)
+		return;
 	if (!ctx->pool.ops)
 		ret = start_pool(ctx);
-	if (ret) {
-		afio_req_done(r, ret);
-		return;
-	}
-	ctx->st.fallbacks++;
-	afio_reqq_init(&one);
-	afio_reqq_push(&one, r);
-	ret = ctx->pool.ops->submit(&ctx->pool, &one);
-	if (ret < 0 && one.head)
-		afio_req_done(afio_reqq_pop(&one), ret);
+	if (!ret)
+		ret = ctx->pool.ops->submit(&ctx->pool, &ctx->to_pool);
+	if (ret < 0)
+		while ((r = afio_reqq_pop(&ctx->to_pool)))
+			afio_req_done(r, ret);
 }
 
 /* ---- hand-over and completion ---- */
@@ -272,6 +277,7 @@ static int flush(struct afio_ctx *ctx)
 	if (!ctx->queue.head)
 		return 0;
 	ret = ctx->primary.ops->submit(&ctx->primary, &ctx->queue);
+	flush_to_pool(ctx);
 	/* A full kernel queue is not an error: the rest waits for a reap. */
 	if (ret == -EAGAIN || ret == -EBUSY)
 		ret = 0;
@@ -293,6 +299,7 @@ static void reap(struct afio_ctx *ctx)
 	if (read(ctx->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return;
 	ctx->primary.ops->reap(&ctx->primary);
+	flush_to_pool(ctx);
 	if (ctx->pool.ops)
 		ctx->pool.ops->reap(&ctx->pool);
 }
