@@ -65,6 +65,7 @@ struct pool {
 	bool poller_running;
 	pthread_t poller;
 	unsigned nworkers;
+	unsigned idle;		/* workers asleep on cond */
 	struct worker *workers;
 	struct slot *slots;
 };
@@ -365,7 +366,9 @@ static void *worker_main(void *arg)
 				pthread_mutex_lock(&p->lock);
 				continue;
 			}
+			p->idle++;
 			pthread_cond_wait(&p->cond, &p->lock);
+			p->idle--;
 		}
 		r = afio_reqq_pop(&p->work);
 		if (!r)
@@ -456,9 +459,9 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 
 		pthread_mutex_lock(&p->lock);
 		afio_reqq_splice(&p->work, &batch);
-		if (count > 1)
-			pthread_cond_broadcast(&p->cond);
-		else
+		/* Busy workers take the next request themselves: wake only as
+		   many sleepers as there is new work for. */
+		for (unsigned i = 0; i < count && i < p->idle; i++)
 			pthread_cond_signal(&p->cond);
 		pthread_mutex_unlock(&p->lock);
 	}
@@ -471,7 +474,6 @@ static void threads_reap(struct afio_engine *e)
 	struct afio_reqq done;
 	struct afio_req *r;
 
-	atomic_store(&p->signaled, false);
 	pthread_mutex_lock(&p->lock);
 	done = p->finished;
 	if (done.head)
@@ -480,6 +482,14 @@ static void threads_reap(struct afio_engine *e)
 	pthread_mutex_unlock(&p->lock);
 	while ((r = afio_reqq_pop(&done)))
 		afio_req_done(r, r->res);
+}
+
+/* The next finished request writes the eventfd again. */
+static void threads_arm(struct afio_engine *e)
+{
+	struct pool *p = e->priv;
+
+	atomic_store(&p->signaled, false);
 }
 
 /* Not yet started or still waiting for readiness: -ECANCELED now.  A worker
@@ -652,6 +662,7 @@ const struct afio_backend_ops afio_backend_threads = {
 	.exit = threads_exit,
 	.submit = threads_submit,
 	.reap = threads_reap,
+	.arm = threads_arm,
 	.cancel = threads_cancel,
 	.describe = threads_describe,
 };

@@ -138,7 +138,11 @@ enum afio_mode afio_mode(const afio_ctx *ctx)
 
 int afio_eventfd(afio_ctx *ctx)
 {
-	return ctx ? ctx->evfd : -EINVAL;
+	if (!ctx)
+		return -EINVAL;
+	if (!ctx->evfd_exported)
+		afio_export_eventfd(ctx);
+	return ctx->evfd;
 }
 
 int afio_ctx_eventfd(const struct afio_ctx *ctx)

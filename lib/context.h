@@ -22,11 +22,15 @@ struct afio_ctx {
 	struct afio_stats st;
 	int evfd;
 	bool in_poll;
+	bool evfd_exported;		/* afio_eventfd() was called */
 	bool closing;
 	char skip_reason[AFIO_BACKEND_MAX + 1][AFIO_REASON_LEN];
 };
 
 int afio_select_backend(struct afio_ctx *ctx);
+
+/* The eventfd is the application's from now on. */
+void afio_export_eventfd(struct afio_ctx *ctx);
 
 /* Cancel everything queued or in flight (destroy). */
 void afio_cancel_all(struct afio_ctx *ctx);

@@ -221,7 +221,7 @@ void afio_req_done(struct afio_req *r, ssize_t res)
 	afio_reqq_push(&r->ctx->done, r);
 	/* Inside afio_poll() the callback runs before it returns; elsewhere
 	   (INLINE completion at submit, cancel) the eventfd must say so. */
-	if (!r->ctx->in_poll && r->ctx->done.count == 1)
+	if (r->ctx->evfd_exported && !r->ctx->in_poll && r->ctx->done.count == 1)
 		signal_eventfd(r->ctx);
 }
 
@@ -291,17 +291,46 @@ int afio_submit(afio_ctx *ctx)
 	return flush(ctx);
 }
 
-static void reap(struct afio_ctx *ctx)
+static void reap_engines(struct afio_ctx *ctx)
 {
-	uint64_t v;
-
-	/* Clear first, then look: a completion after the read signals again. */
-	if (read(ctx->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		return;
 	ctx->primary.ops->reap(&ctx->primary);
 	flush_to_pool(ctx);
 	if (ctx->pool.ops)
 		ctx->pool.ops->reap(&ctx->pool);
+}
+
+/* Clear the eventfd, then look: a completion after the read signals again. */
+static void clear_and_reap(struct afio_ctx *ctx)
+{
+	uint64_t v;
+
+	(void)!read(ctx->evfd, &v, sizeof(v));
+	if (ctx->primary.ops->arm)
+		ctx->primary.ops->arm(&ctx->primary);
+	if (ctx->pool.ops && ctx->pool.ops->arm)
+		ctx->pool.ops->arm(&ctx->pool);
+	reap_engines(ctx);
+}
+
+/*
+ * An eventfd nobody else watches is cleared only before the owner sleeps
+ * on it: while afio_poll() keeps finding work, completions cost no eventfd
+ * write or read.  One the application watches must be exact at all times.
+ */
+static void reap(struct afio_ctx *ctx)
+{
+	if (ctx->evfd_exported)
+		clear_and_reap(ctx);
+	else
+		reap_engines(ctx);
+}
+
+void afio_export_eventfd(struct afio_ctx *ctx)
+{
+	ctx->evfd_exported = true;
+	clear_and_reap(ctx);
+	if (ctx->done.head && !ctx->in_poll)
+		signal_eventfd(ctx);
 }
 
 static unsigned run_callbacks(struct afio_ctx *ctx)
@@ -348,6 +377,11 @@ static int wait_some(struct afio_ctx *ctx, int timeout_ms)
 	/* The engine's own wait cannot see the pool, so use it only alone. */
 	if (e->ops->wait && !ctx->pool.handed)
 		return e->ops->wait(e, timeout_ms);
+	if (!ctx->evfd_exported) {
+		clear_and_reap(ctx);
+		if (ctx->done.head)
+			return 0;
+	}
 	if (poll(&pfd, 1, timeout_ms) < 0)
 		return -errno;
 	return 0;
@@ -398,7 +432,7 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 	if (ret >= 0)
 		ret = flush(ctx);
 	ctx->in_poll = false;
-	if (ctx->done.head)
+	if (ctx->done.head && ctx->evfd_exported)
 		signal_eventfd(ctx);
 	if (ran)
 		return (int)ran;
