@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -567,19 +566,6 @@ START_TEST(test_stats_balance)
 }
 END_TEST
 
-static int count_entries(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int n = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 /* Destroy gives back every thread and fd, whatever was running. */
 START_TEST(test_destroy_leaks_nothing)
 {
@@ -589,7 +575,7 @@ START_TEST(test_destroy_leaks_nothing)
 	afio_ctx *ctx;
 
 	tu_socketpair(sv);
-	fds = count_entries("/proc/self/fd");
+	fds = tu_count_fds();
 	threads = tu_count_threads();
 	ctx = new_ctx(0);
 	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
@@ -598,7 +584,7 @@ START_TEST(test_destroy_leaks_nothing)
 	afio_destroy(ctx);
 	ck_assert_int_eq(r.calls, 1);
 	ck_assert_int_eq(w.calls, 1);
-	ck_assert_int_eq(count_entries("/proc/self/fd"), fds);
+	ck_assert_int_eq(tu_count_fds(), fds);
 	ck_assert_int_eq(tu_count_threads(), threads);
 	close(fd);
 	close(sv[0]);
@@ -640,17 +626,12 @@ static Suite *contract_suite(void)
 
 int main(int argc, char **argv)
 {
-	SRunner *sr;
-	int failed, ret;
+	int ret;
 
 	ret = tu_parse_target(argc, argv, &target_backend, &target_mode);
 	if (ret)
 		return ret;
 	printf("contract: backend %s, mode %s\n", afio_backend_name(target_backend),
 	       afio_mode_name(target_mode));
-	sr = srunner_create(contract_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(contract_suite());
 }

@@ -6,6 +6,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -84,6 +85,17 @@ int tu_parse_target(int argc, char **argv, enum afio_backend *b, enum afio_mode 
 	return 0;
 }
 
+int tu_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
 afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries)
 {
 	struct afio_config cfg;
@@ -148,6 +160,32 @@ static bool is_io_uring_worker(const char *tid)
 		comm[0] = '\0';
 	fclose(f);
 	return !strncmp(comm, "iou-", 4);
+}
+
+static void *noop_thread(void *arg)
+{
+	return arg;
+}
+
+void tu_warm_up_threads(void)
+{
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, noop_thread, NULL), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+}
+
+int tu_count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
 }
 
 int tu_count_threads(void)

@@ -3,6 +3,7 @@
 #ifndef AFIO_TESTUTIL_H
 #define AFIO_TESTUTIL_H
 
+#include <check.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -19,6 +20,9 @@ int tu_deny_syscalls(const long *nrs, size_t n);
 /* Parses "--backend NAME --mode NAME" from argv; returns 0, or 77 (skip)
    printing the reason when the backend does not probe as available. */
 int tu_parse_target(int argc, char **argv, enum afio_backend *b, enum afio_mode *m);
+
+/* Runs every test of s; EXIT_SUCCESS when none failed. */
+int tu_run_suite(Suite *s);
 
 /* afio_create() of exactly backend b in mode m, with AFIO_NO_FALLBACK. */
 afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries);
@@ -44,5 +48,13 @@ void tu_socketpair(int sv[2]);
    iou-sqp-*): the kernel starts those itself and reaps them shortly after
    the ring is closed, not when afio_destroy() returns. */
 int tu_count_threads(void);
+
+/* Starts and joins one thread, so that what a runtime starts along with
+   the first thread (ThreadSanitizer's background thread) is already there
+   when threads are counted. */
+void tu_warm_up_threads(void);
+
+/* Open fds of this process (/proc/self/fd). */
+int tu_count_fds(void);
 
 #endif
