@@ -529,12 +529,13 @@ static bool may_wait_by_poll(const struct afio_req *r)
  * -EALREADY: an io-wq worker was running the request.  The kernel then only
  * interrupts a blocking call; a worker that had just tried without blocking
  * goes on to arm a poll, and there the request would wait, uncanceled, for
- * good.  So ask again while it is in the ring: a poll wait is found and
- * ended.  A file request in io-wq simply finishes.
+ * good.  With SQPOLL the cancel can even miss it on its way there and
+ * answer -ENOENT.  So ask again while its completion has not been seen: a
+ * poll wait is found and ended.  A file request in io-wq simply finishes.
  */
 static void cancel_answered(struct uring *u, uint64_t ud, int res)
 {
-	if (res != -EALREADY || !in_ring(u, ud))
+	if ((res != -EALREADY && res != -ENOENT) || !in_ring(u, ud))
 		return;
 	if (may_wait_by_poll(u->reqs[(uint32_t)ud]))
 		queue_cancel(u, ud);

@@ -579,14 +579,15 @@ END_TEST
 /*
  * A recv canceled right after it went to the kernel: in ASYNC and HYBRID an
  * io-wq worker may be moving it to a poll wait just then, and the kernel
- * answers the cancel with -EALREADY yet leaves the recv waiting.  It must
- * still complete, once, with -ECANCELED (a lost one hangs here).
+ * answers the cancel with -EALREADY, or with SQPOLL even -ENOENT, yet leaves
+ * the recv waiting.  It must still complete, once, with -ECANCELED (a lost
+ * one hangs here).  Without and with SQPOLL.
  */
-#define RACES 2000
+#define RACES 20000
 
 START_TEST(test_cancel_racing_io_wq)
 {
-	afio_ctx *ctx = ring_ctx(4, 0);
+	afio_ctx *ctx = ring_ctx_flags(4, 0, _i ? AFIO_SQPOLL : 0);
 	int sv[2];
 	char in[4];
 
@@ -651,7 +652,7 @@ static Suite *io_uring_suite(void)
 	tcase_set_timeout(threads, 120);
 	tcase_set_timeout(cancel, 300);
 	/* Far more than the race needs: past it, a request was lost. */
-	tcase_add_test(race, test_cancel_racing_io_wq);
+	tcase_add_loop_test(race, test_cancel_racing_io_wq, 0, 2);
 	tcase_set_timeout(race, 60);
 	suite_add_tcase(s, rings);
 	suite_add_tcase(s, probe);
