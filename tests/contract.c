@@ -540,7 +540,7 @@ START_TEST(test_stats_balance)
 	afio_ctx *ctx = new_ctx(32);
 	struct tu_done d[40] = { { 0 } };
 	struct afio_stats st;
-	char buf[40][128], in[8];
+	char buf[40][128] = { "" }, in[8];
 	int fd = new_file(), sv[2];
 
 	tu_socketpair(sv);
@@ -575,6 +575,7 @@ START_TEST(test_destroy_leaks_nothing)
 	afio_ctx *ctx;
 
 	tu_socketpair(sv);
+	tu_warm_up_threads();
 	fds = tu_count_fds();
 	threads = tu_count_threads();
 	ctx = new_ctx(0);

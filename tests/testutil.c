@@ -147,19 +147,29 @@ void tu_socketpair(int sv[2])
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 }
 
+#define PF_IO_WORKER 0x00000010	/* the kernel's task flag for io_uring's threads */
+
+/* By the task flags in /proc/.../stat: a new io-wq worker carries its
+   parent's name until it has run far enough to name itself iou-wrk-*. */
 static bool is_io_uring_worker(const char *tid)
 {
-	char path[300], comm[32] = "";
+	char path[300], stat[512] = "";
+	unsigned long flags;
+	const char *p;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/self/task/%s/comm", tid);
+	snprintf(path, sizeof(path), "/proc/self/task/%s/stat", tid);
 	f = fopen(path, "r");
 	if (!f)
 		return false;
-	if (!fgets(comm, sizeof(comm), f))
-		comm[0] = '\0';
+	if (!fgets(stat, sizeof(stat), f))
+		stat[0] = '\0';
 	fclose(f);
-	return !strncmp(comm, "iou-", 4);
+	/* pid (comm) state ppid pgrp session tty_nr tpgid flags ... */
+	p = strrchr(stat, ')');
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+		return false;
+	return flags & PF_IO_WORKER;
 }
 
 static void *noop_thread(void *arg)
