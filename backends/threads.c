@@ -225,6 +225,7 @@ static int arm_locked(struct pool *p, struct afio_req *r)
 		return ret;
 	}
 	s->where = W_ARMED;
+	s->worker = NULL;
 	return 0;
 }
 
@@ -256,7 +257,14 @@ static void on_ready(struct pool *p, uint64_t key)
 	res = afio_req_sock_nowait(r);
 
 	pthread_mutex_lock(&p->lock);
-	if (res == -EAGAIN && !s->cancel && !arm_locked(p, r)) {
+	if (res == -EAGAIN && !s->cancel) {
+		/* Not ready after all: wait again, in a worker if the epoll
+		   set cannot take it now (no fd left for the dup, say). */
+		if (arm_locked(p, r)) {
+			s->where = W_QUEUED;
+			afio_reqq_push(&p->work, r);
+			pthread_cond_signal(&p->cond);
+		}
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
@@ -451,13 +459,15 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		n++;
 		if (p->mode == AFIO_MODE_INLINE && try_inline(p, r))
 			continue;
-		s->where = W_QUEUED;
 		afio_reqq_push(&batch, r);
 	}
 	if (batch.head) {
 		unsigned count = batch.count;
 
 		pthread_mutex_lock(&p->lock);
+		/* Under the lock: the poller may look at a slot's last use. */
+		for (r = batch.head; r; r = r->next)
+			slot_of(p, r)->where = W_QUEUED;
 		afio_reqq_splice(&p->work, &batch);
 		/* Busy workers take the next request themselves: wake only as
 		   many sleepers as there is new work for. */
