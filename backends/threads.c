@@ -57,6 +57,7 @@ struct pool {
 	struct afio_reqq work;
 	struct afio_reqq finished;
 	atomic_bool signaled;
+	atomic_bool no_nowait_writes;	/* RWF_NOWAIT writes refused here */
 	bool stop;
 	enum afio_mode mode;
 	int evfd;		/* the context's */
@@ -146,6 +147,25 @@ static ssize_t file_rw(const struct afio_req *r, size_t *progress, int rwf)
 			break;
 	}
 	return (ssize_t)*progress;
+}
+
+/*
+ * One attempt without waiting.  Some file systems (ext4 among them) refuse
+ * RWF_NOWAIT on buffered writes with EOPNOTSUPP; after the first refusal
+ * this pool's writes skip the attempt, which would only cost a system call
+ * (on a context that also writes to a file system that takes them, those
+ * writes then go to a worker too).
+ */
+static ssize_t file_try_nowait(struct pool *p, const struct afio_req *r, size_t *progress)
+{
+	ssize_t n;
+
+	if (!is_read(r) && atomic_load_explicit(&p->no_nowait_writes, memory_order_relaxed))
+		return -EOPNOTSUPP;
+	n = file_rw(r, progress, RWF_NOWAIT);
+	if (n == -EOPNOTSUPP && !is_read(r))
+		atomic_store_explicit(&p->no_nowait_writes, true, memory_order_relaxed);
+	return n;
 }
 
 static ssize_t do_fsync(const struct afio_req *r)
@@ -343,7 +363,7 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 		return *armed ? 0 : sock_wait_xfer(w, r);
 	default:
 		if (p->mode == AFIO_MODE_HYBRID && !s->progress) {
-			n = file_rw(r, &s->progress, RWF_NOWAIT);
+			n = file_try_nowait(p, r, &s->progress);
 			if (n >= 0 && (size_t)n == afio_req_bytes(r))
 				return n;
 			if (n < 0 && n != -EAGAIN && n != -EOPNOTSUPP)
@@ -427,7 +447,7 @@ static bool try_inline(struct pool *p, struct afio_req *r)
 		}
 		break;
 	default:
-		n = file_rw(r, &s->progress, RWF_NOWAIT);
+		n = file_try_nowait(p, r, &s->progress);
 		if (n == -EAGAIN || n == -EOPNOTSUPP ||
 		    (n >= 0 && (size_t)n < afio_req_bytes(r) && n))
 			return false;
