@@ -426,6 +426,13 @@ static void *worker_main(void *arg)
 
 /* ---- INLINE: a first try in the caller ---- */
 
+static bool fd_is_direct(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl >= 0 && (fl & O_DIRECT);
+}
+
 /* true when r was finished or armed here, false when a worker must do it. */
 static bool try_inline(struct pool *p, struct afio_req *r)
 {
@@ -447,6 +454,10 @@ static bool try_inline(struct pool *p, struct afio_req *r)
 		}
 		break;
 	default:
+		/* RWF_NOWAIT keeps direct I/O off locks, not off the device: a
+		   direct read would wait for the disk right here. */
+		if (fd_is_direct(r->fd))
+			return false;
 		n = file_try_nowait(p, r, &s->progress);
 		if (n == -EAGAIN || n == -EOPNOTSUPP ||
 		    (n >= 0 && (size_t)n < afio_req_bytes(r) && n))
