@@ -666,24 +666,14 @@ static Suite *io_uring_suite(void)
 int main(int argc, char **argv)
 {
 	enum afio_backend b;
-	SRunner *sr;
-	int failed, ret;
+	int ret;
 
-	/* The tests choose backends themselves. */
-	unsetenv("AFIO_BACKEND");
-	unsetenv("AFIO_MODE");
-	unsetenv("AFIO_NO_FALLBACK");
 	ret = tu_parse_target(argc, argv, &b, &target_mode);
 	if (ret)
 		return ret;
 	if (b != AFIO_BACKEND_IO_URING) {
-		fprintf(stderr, "usage: %s --backend io_uring --mode NAME\n", argv[0]);
+		fprintf(stderr, "%s: only --backend %s\n", argv[0], afio_backend_name(AFIO_BACKEND_IO_URING));
 		return 2;
 	}
-	printf("io_uring tests, mode %s\n", afio_mode_name(target_mode));
-	sr = srunner_create(io_uring_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return tu_run_suite(io_uring_suite());
 }

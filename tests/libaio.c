@@ -478,20 +478,14 @@ static Suite *libaio_suite(void)
 int main(int argc, char **argv)
 {
 	enum afio_backend b;
-	SRunner *sr;
-	int failed, ret;
+	int ret;
 
 	ret = tu_parse_target(argc, argv, &b, &target_mode);
 	if (ret)
 		return ret;
 	if (b != AFIO_BACKEND_LIBAIO) {
-		fprintf(stderr, "%s: only --backend libaio\n", argv[0]);
+		fprintf(stderr, "%s: only --backend %s\n", argv[0], afio_backend_name(AFIO_BACKEND_LIBAIO));
 		return 2;
 	}
-	printf("libaio: mode %s\n", afio_mode_name(target_mode));
-	sr = srunner_create(libaio_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(libaio_suite());
 }

@@ -485,7 +485,5 @@ int main(int argc, char **argv)
 	ret = tu_parse_target(argc, argv, &target_backend, &target_mode);
 	if (ret)
 		return ret;
-	printf("stress: backend %s, mode %s\n", afio_backend_name(target_backend),
-	       afio_mode_name(target_mode));
 	return tu_run_suite(stress_suite());
 }

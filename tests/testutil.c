@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <libgen.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -63,6 +64,10 @@ int tu_parse_target(int argc, char **argv, enum afio_backend *b, enum afio_mode 
 	char reason[256];
 	int ret;
 
+	/* Each test names its backend and mode; nothing may override them. */
+	unsetenv("AFIO_BACKEND");
+	unsetenv("AFIO_MODE");
+	unsetenv("AFIO_NO_FALLBACK");
 	*b = AFIO_BACKEND_THREADS;
 	*m = AFIO_MODE_INLINE;
 	for (int i = 1; i + 1 < argc; i += 2) {
@@ -82,6 +87,8 @@ int tu_parse_target(int argc, char **argv, enum afio_backend *b, enum afio_mode 
 		printf("SKIP: %s\n", reason);
 		return 77;
 	}
+	printf("%s: backend %s, mode %s\n", basename(argv[0]), afio_backend_name(*b),
+	       afio_mode_name(*m));
 	return 0;
 }
 
