@@ -47,6 +47,7 @@
 #define UD_RESERVED	UINT64_MAX	/* low half never a slot index */
 #define UD_CANCEL	(1ull << 31)	/* in a cancel's user_data; slots are fewer */
 #define REAP_BATCH	64
+#define SQPOLL_WAIT_MS	10
 #define MAX_RING	32768u		/* the kernel's IORING_MAX_ENTRIES */
 #define MAX_RW		0x7ffff000u	/* the kernel's MAX_RW_COUNT */
 
@@ -463,6 +464,20 @@ static void uring_reap(struct afio_engine *e)
 	push_sq(u);
 }
 
+static void queue_cancel(struct uring *u, uint64_t ud);
+
+/* SQPOLL: ask again for every canceled request still in the ring, once
+   the earlier asks are answered; a repeated ask for one that has already
+   finished is answered -ENOENT and changes nothing. */
+static void recancel(struct uring *u)
+{
+	if (u->ncancels)
+		return;
+	for (unsigned i = 0; i < u->nslots; i++)
+		if (u->reqs[i] && u->reqs[i]->cancel)
+			queue_cancel(u, ud_of(u->reqs[i]));
+}
+
 static int uring_wait(struct afio_engine *e, int timeout_ms)
 {
 	struct uring *u = e->priv;
@@ -470,6 +485,14 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 	struct io_uring_cqe *cqe;
 	int ret;
 
+	/* With SQPOLL a request can sit between the SQ thread and its poll
+	   wait without a CQE to wake us (seen as a rare hang of the SQPOLL
+	   test): wait in short slices, and the core looks again after each. */
+	if (u->flags & IORING_SETUP_SQPOLL) {
+		if (timeout_ms < 0 || timeout_ms > SQPOLL_WAIT_MS)
+			timeout_ms = SQPOLL_WAIT_MS;
+		recancel(u);
+	}
 	if (timeout_ms >= 0) {
 		ts.tv_sec = timeout_ms / 1000;
 		ts.tv_nsec = (long long)(timeout_ms % 1000) * 1000000;
