@@ -629,7 +629,7 @@ int main(int argc, char **argv)
 {
 	int ret;
 
-	ret = tu_parse_target(argc, argv, &target_backend, &target_mode);
+	ret = tu_parse_target(argc, argv, AFIO_BACKEND_AUTO, &target_backend, &target_mode);
 	if (ret)
 		return ret;
 	return tu_run_suite(contract_suite());

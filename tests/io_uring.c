@@ -668,12 +668,8 @@ int main(int argc, char **argv)
 	enum afio_backend b;
 	int ret;
 
-	ret = tu_parse_target(argc, argv, &b, &target_mode);
+	ret = tu_parse_target(argc, argv, AFIO_BACKEND_IO_URING, &b, &target_mode);
 	if (ret)
 		return ret;
-	if (b != AFIO_BACKEND_IO_URING) {
-		fprintf(stderr, "%s: only --backend %s\n", argv[0], afio_backend_name(AFIO_BACKEND_IO_URING));
-		return 2;
-	}
 	return tu_run_suite(io_uring_suite());
 }

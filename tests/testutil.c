@@ -59,7 +59,8 @@ int tu_deny_syscalls(const long *nrs, size_t n)
 	return 0;
 }
 
-int tu_parse_target(int argc, char **argv, enum afio_backend *b, enum afio_mode *m)
+int tu_parse_target(int argc, char **argv, enum afio_backend only, enum afio_backend *b,
+		    enum afio_mode *m)
 {
 	char reason[256];
 	int ret;
@@ -81,6 +82,10 @@ int tu_parse_target(int argc, char **argv, enum afio_backend *b, enum afio_mode 
 			fprintf(stderr, "usage: %s --backend NAME --mode NAME\n", argv[0]);
 			exit(2);
 		}
+	}
+	if (only != AFIO_BACKEND_AUTO && *b != only) {
+		fprintf(stderr, "%s: only --backend %s\n", argv[0], afio_backend_name(only));
+		exit(2);
 	}
 	ret = afio_probe(*b, reason, sizeof(reason));
 	if (ret) {

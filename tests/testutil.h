@@ -17,9 +17,11 @@ int tu_tmpfile(int flags);
    call fail with EPERM, as a container's policy does.  0 or -errno. */
 int tu_deny_syscalls(const long *nrs, size_t n);
 
-/* Parses "--backend NAME --mode NAME" from argv; returns 0, or 77 (skip)
+/* Parses "--backend NAME --mode NAME" from argv (a backend other than
+   `only` is a usage error unless `only` is AUTO); returns 0, or 77 (skip)
    printing the reason when the backend does not probe as available. */
-int tu_parse_target(int argc, char **argv, enum afio_backend *b, enum afio_mode *m);
+int tu_parse_target(int argc, char **argv, enum afio_backend only, enum afio_backend *b,
+		    enum afio_mode *m);
 
 /* Runs every test of s; EXIT_SUCCESS when none failed. */
 int tu_run_suite(Suite *s);
