@@ -38,19 +38,14 @@ static enum afio_mode target_mode;
 static afio_ctx *ring_ctx_flags(unsigned entries, unsigned ring_entries, unsigned flags)
 {
 	struct afio_config cfg;
-	afio_ctx *ctx = NULL;
-	int ret;
 
 	afio_config_init(&cfg);
 	cfg.backend = AFIO_BACKEND_IO_URING;
 	cfg.mode = target_mode;
-	cfg.flags = AFIO_NO_FALLBACK | flags;
+	cfg.flags = flags;
 	cfg.entries = entries;
 	cfg.ring_entries = ring_entries;
-	ret = afio_create(&ctx, &cfg);
-	ck_assert_msg(ret == 0, "afio_create: %s", strerror(-ret));
-	ck_assert_int_eq(afio_backend(ctx), AFIO_BACKEND_IO_URING);
-	return ctx;
+	return tu_create(&cfg);
 }
 
 static afio_ctx *ring_ctx(unsigned entries, unsigned ring_entries)

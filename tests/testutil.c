@@ -108,24 +108,30 @@ int tu_run_suite(Suite *s)
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+afio_ctx *tu_create(struct afio_config *cfg)
+{
+	afio_ctx *ctx = NULL;
+	int ret;
+
+	cfg->flags |= AFIO_NO_FALLBACK;
+	ret = afio_create(&ctx, cfg);
+	ck_assert_msg(ret == 0, "afio_create(%s, %s): %s", afio_backend_name(cfg->backend),
+		      afio_mode_name(cfg->mode), strerror(-ret));
+	ck_assert_int_eq(afio_backend(ctx), cfg->backend);
+	ck_assert_int_eq(afio_mode(ctx), cfg->mode);
+	return ctx;
+}
+
 afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries)
 {
 	struct afio_config cfg;
-	afio_ctx *ctx = NULL;
-	int ret;
 
 	afio_config_init(&cfg);
 	cfg.backend = b;
 	cfg.mode = m;
-	cfg.flags = AFIO_NO_FALLBACK;
 	if (entries)
 		cfg.entries = entries;
-	ret = afio_create(&ctx, &cfg);
-	ck_assert_msg(ret == 0, "afio_create(%s, %s): %s", afio_backend_name(b),
-		      afio_mode_name(m), strerror(-ret));
-	ck_assert_int_eq(afio_backend(ctx), b);
-	ck_assert_int_eq(afio_mode(ctx), m);
-	return ctx;
+	return tu_create(&cfg);
 }
 
 void tu_on_done(void *data, ssize_t res)

@@ -26,6 +26,10 @@ int tu_parse_target(int argc, char **argv, enum afio_backend only, enum afio_bac
 /* Runs every test of s; EXIT_SUCCESS when none failed. */
 int tu_run_suite(Suite *s);
 
+/* afio_create() of exactly cfg's backend and mode (AFIO_NO_FALLBACK is
+   added); fails the test otherwise. */
+afio_ctx *tu_create(struct afio_config *cfg);
+
 /* afio_create() of exactly backend b in mode m, with AFIO_NO_FALLBACK. */
 afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries);
 
