@@ -586,7 +586,7 @@ START_TEST(test_destroy_leaks_nothing)
 	ck_assert_int_eq(r.calls, 1);
 	ck_assert_int_eq(w.calls, 1);
 	ck_assert_int_eq(tu_count_fds(), fds);
-	ck_assert_int_eq(tu_count_threads(), threads);
+	ck_assert_int_eq(tu_count_threads_settled(threads), threads);
 	close(fd);
 	close(sv[0]);
 	close(sv[1]);

@@ -228,3 +228,17 @@ int tu_count_threads(void)
 	closedir(d);
 	return n;
 }
+
+int tu_count_threads_settled(int expected)
+{
+	int n = tu_count_threads();
+
+	/* io-wq workers come and go on the kernel's schedule, and one being
+	   created or leaving can show up unflagged for a moment: look again
+	   for a while before calling a difference a leak. */
+	for (int i = 0; i < 200 && n != expected; i++) {
+		usleep(5000);
+		n = tu_count_threads();
+	}
+	return n;
+}

@@ -55,6 +55,10 @@ void tu_socketpair(int sv[2]);
    the ring is closed, not when afio_destroy() returns. */
 int tu_count_threads(void);
 
+/* tu_count_threads(), looked at again for up to a second while it differs
+   from expected: what it returns last. */
+int tu_count_threads_settled(int expected);
+
 /* Starts and joins one thread, so that what a runtime starts along with
    the first thread (ThreadSanitizer's background thread) is already there
    when threads are counted. */
