@@ -55,6 +55,7 @@ struct opts {
 	bool json;
 	bool cpu_check;
 	bool sqpoll;
+	bool submit_each;
 };
 
 /* ---- argument parsing ---- */
@@ -127,6 +128,9 @@ static void usage(FILE *f)
 "  --dir DIR          where to create the scratch file (default .)\n"
 "  --threads N        thread-pool workers (default 4)\n"
 "  --sqpoll           io_uring: AFIO_SQPOLL\n"
+"  --submit-each      afio_submit() after every request, as fio submits by\n"
+"                     default; without it what a poll round queues goes in\n"
+"                     one batch when afio_poll() returns\n"
 "  --json             one JSON object on stdout\n"
 "  --cpu-check        also print how the CPU time of every thread adds up\n"
 "SIZE takes k, m, g, t suffixes (powers of 1024).\n"
@@ -147,7 +151,7 @@ static void bad(const char *what, const char *val)
 enum {
 	OPT_BACKEND = 256, OPT_MODE, OPT_RW, OPT_BS, OPT_QD, OPT_DIRECT, OPT_BUFFERED,
 	OPT_SIZE, OPT_RUNTIME, OPT_FILE, OPT_DIR, OPT_THREADS, OPT_JSON, OPT_CPU_CHECK,
-	OPT_SQPOLL, OPT_PROBE, OPT_HELP,
+	OPT_SQPOLL, OPT_SUBMIT_EACH, OPT_PROBE, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -166,6 +170,7 @@ static const struct option long_opts[] = {
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "cpu-check", no_argument, NULL, OPT_CPU_CHECK },
 	{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
+	{ "submit-each", no_argument, NULL, OPT_SUBMIT_EACH },
 	{ "probe", no_argument, NULL, OPT_PROBE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -274,6 +279,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_SQPOLL:
 			o->sqpoll = true;
+			break;
+		case OPT_SUBMIT_EACH:
+			o->submit_each = true;
 			break;
 		case OPT_PROBE:
 			exit(probe_all());
@@ -395,6 +403,7 @@ struct bench {
 	ssize_t first_error;
 	unsigned in_flight;
 	bool stop;
+	bool submit_each;
 	uint64_t hist[HIST_LEN];
 	struct io *ios;
 };
@@ -453,6 +462,8 @@ static inline void issue(struct bench *b, struct io *io, uint64_t now)
 		return;
 	}
 	b->in_flight++;
+	if (b->submit_each)
+		afio_submit(b->ctx);
 }
 
 static void on_done(void *data, ssize_t res)
@@ -726,6 +737,7 @@ int main(int argc, char **argv)
 	}
 	b->write = o.rw == RW_WRITE || o.rw == RW_RANDWRITE;
 	b->random = o.rw == RW_RANDREAD || o.rw == RW_RANDWRITE;
+	b->submit_each = o.submit_each;
 	b->bs = o.bs;
 	b->nblocks = size / o.bs;
 	b->rnd = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
@@ -786,16 +798,17 @@ int main(int argc, char **argv)
 			       "\"fallbacks\": %" PRIu64 ", \"ios\": %" PRIu64 ", "
 			       "\"runtime_s\": %.3f, \"cpu_user_s\": %.3f, \"cpu_sys_s\": %.3f, "
 			       "\"threads\": %u, \"nowait\": %" PRIu64 ", \"errors\": %" PRIu64 ", "
-			       "\"engine\": \"%s\"}\n",
+			       "\"submit\": \"%s\", \"engine\": \"%s\"}\n",
 			       afio_backend_name(kind),
 			       afio_mode_name(o.mode), rw_names[o.rw], o.bs, o.qd,
 			       o.direct ? "true" : "false", iops, mib, cpu, ipc, p50, p99, p999,
 			       st.fallbacks, b->done, secs, usr, sys, o.threads, st.nowait,
-			       b->errors, desc);
+			       b->errors, o.submit_each ? "each" : "batch", desc);
 		} else {
-			printf("%s, %s %s bs=%" PRIu64 " qd=%u %s, %.2f s on %s\n", desc,
+			printf("%s, %s %s bs=%" PRIu64 " qd=%u %s%s, %.2f s on %s\n", desc,
 			       afio_mode_name(o.mode), rw_names[o.rw], o.bs, o.qd,
-			       o.direct ? "direct" : "buffered", secs, path);
+			       o.direct ? "direct" : "buffered",
+			       o.submit_each ? ", submitted one by one" : "", secs, path);
 			printf("  IOPS %.0f   %.1f MiB/s\n", iops, mib);
 			printf("  CPU  %.3f s (user %.3f, sys %.3f), %.0f IOPS per CPU-second\n",
 			       cpu, usr, sys, ipc);
