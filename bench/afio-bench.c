@@ -817,5 +817,9 @@ int main(int argc, char **argv)
 			       st.fallbacks, st.nowait);
 		}
 	}
+	for (unsigned i = 0; i < o.qd; i++)
+		free(b->ios[i].buf);
+	free(b->ios);
+	free(b);
 	return status;
 }

@@ -1,0 +1,92 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# afio-bench end to end, briefly: bad arguments exit 2; one short run per
+# backend that probes as available, in every mode, reads and writes, buffered
+# and direct, prints one JSON object with every documented key, completes
+# I/O without errors and removes its scratch file; --compare (without fio)
+# writes a CSV with a line per run.  No figure is judged: only that the
+# program measures and reports.  Usage: bench-check.sh AFIO-BENCH SCRATCH-DIR
+set -u
+
+bench=$1
+dir=$2/bench-check.$$
+fail=0
+mkdir -p "$dir" || exit 1
+trap 'rm -rf "$dir"' EXIT
+
+not_ok() {
+	echo "FAIL: $*"
+	fail=1
+}
+
+expect_exit2() {
+	"$bench" "$@" >/dev/null 2>"$dir/err"
+	rc=$?
+	if [ $rc -ne 2 ] || [ ! -s "$dir/err" ]; then
+		not_ok "afio-bench $* exited $rc (want 2 and a message)"
+	fi
+}
+
+expect_exit2 --bs 3x
+expect_exit2 --bs 0
+expect_exit2 --qd 0
+expect_exit2 --backend nosuch
+expect_exit2 --mode nosuch
+expect_exit2 --rw sideways
+expect_exit2 --runtime -1
+expect_exit2 --size 1k --bs 4k
+expect_exit2 --direct --buffered
+expect_exit2 --no-such-option
+expect_exit2 stray
+
+# One JSON object with the keys the documentation promises, and sane values.
+check_json() {
+	python3 -c '
+import json, sys
+want_submit = sys.argv[1]
+d = json.loads(sys.argv[2])
+keys = ["backend", "mode", "rw", "bs", "qd", "direct", "iops", "mib_s", "cpu_s",
+        "iops_per_cpu_s", "lat_p50_us", "lat_p99_us", "lat_p999_us", "fallbacks"]
+missing = [k for k in keys if k not in d]
+if missing:
+    sys.exit("missing keys %s" % missing)
+if d["ios"] <= 0 or d["iops"] <= 0 or d["errors"] != 0:
+    sys.exit("ios %s iops %s errors %s" % (d["ios"], d["iops"], d["errors"]))
+if not 0 < d["lat_p50_us"] <= d["lat_p99_us"] <= d["lat_p999_us"]:
+    sys.exit("latency percentiles out of order")
+if d["submit"] != want_submit:
+    sys.exit("submit %s, want %s" % (d["submit"], want_submit))
+' "$@"
+}
+
+backends=$("$bench" --probe | awk '$2 == "available" { print $1 }')
+[ -n "$backends" ] || not_ok "afio-bench --probe found no backend"
+for b in $backends; do
+	for m in inline async hybrid; do
+		for io in "--rw randread --buffered" "--rw randwrite --direct"; do
+			# shellcheck disable=SC2086
+			out=$("$bench" --dir "$dir" --backend "$b" --mode "$m" $io --bs 4k \
+				--qd 8 --size 4m --runtime 0.05 --json) ||
+				not_ok "afio-bench --backend $b --mode $m $io exited $?"
+			check_json batch "$out" ||
+				not_ok "afio-bench --backend $b --mode $m $io: $out"
+		done
+	done
+	out=$("$bench" --dir "$dir" --backend "$b" --direct --submit-each --qd 4 \
+		--size 4m --runtime 0.05 --json) || not_ok "--submit-each on $b exited $?"
+	check_json each "$out" || not_ok "--submit-each on $b: $out"
+done
+leftover=$(find "$dir" -name 'afio-bench.*' -o -name 'afio-compare.*')
+[ -z "$leftover" ] || not_ok "scratch files left behind: $leftover"
+
+"$bench" --compare --no-fio --runtime 0.05 --size 4m --bs 4k --rw randread \
+	--io buffered --dir "$dir" --csv "$dir/c.csv" --png '' >"$dir/compare.out" 2>&1 ||
+	not_ok "afio-bench --compare exited $?: $(cat "$dir/compare.out")"
+runs=$(($(wc -l <"$dir/c.csv") - 1))
+want=$(($(echo "$backends" | wc -w) * 3))
+[ "$runs" -eq "$want" ] || not_ok "--compare wrote $runs runs, want $want"
+grep -q '^randread    4k buf' "$dir/compare.out" ||
+	not_ok "--compare printed no table row: $(cat "$dir/compare.out")"
+
+[ $fail -eq 0 ] && echo "bench-check: ok ($(echo $backends))"
+exit $fail
