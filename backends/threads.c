@@ -49,6 +49,7 @@ struct worker {
 	struct pool *pool;
 	pthread_t tid;
 	int wakefd;		/* cancel of a request this worker waits on */
+	bool owes_signal;	/* finished a request the owner was not told of */
 };
 
 struct pool {
@@ -187,8 +188,18 @@ static void signal_owner(struct pool *p)
 {
 	uint64_t one = 1;
 
-	if (!atomic_exchange(&p->signaled, true))
+	if (!atomic_load_explicit(&p->signaled, memory_order_relaxed) &&
+	    !atomic_exchange(&p->signaled, true))
 		(void)!write(p->evfd, &one, sizeof(one));
+}
+
+/* Before a worker does anything that may wait, what it finished is told. */
+static void settle(struct worker *w)
+{
+	if (w->owes_signal) {
+		w->owes_signal = false;
+		signal_owner(w->pool);
+	}
 }
 
 static void finish_locked(struct pool *p, struct afio_req *r, ssize_t res)
@@ -311,6 +322,13 @@ static void *poller_main(void *arg)
 
 /* ---- workers ---- */
 
+static bool fd_is_direct(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl >= 0 && (fl & O_DIRECT);
+}
+
 /* ASYNC: hold this worker until the socket is ready or the request is canceled. */
 static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
 {
@@ -327,6 +345,7 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
 		n = afio_req_sock_nowait(r);
 		if (n != -EAGAIN)
 			return n;
+		settle(w);
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
 			return -errno;
 		if (pfd[1].revents) {
@@ -348,6 +367,7 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 
 	switch (r->op) {
 	case AFIO_OP_FSYNC:
+		settle(w);
 		return do_fsync(r);
 	case AFIO_OP_RECV:
 	case AFIO_OP_SEND:
@@ -362,13 +382,18 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 		/* Not pollable or canceled: wait here after all. */
 		return *armed ? 0 : sock_wait_xfer(w, r);
 	default:
-		if (p->mode == AFIO_MODE_HYBRID && !s->progress) {
+		/* With results to tell, a read that turns out to be quick is
+		   done first; one that would wait tells them before it waits. */
+		if (!s->progress && (p->mode == AFIO_MODE_HYBRID ||
+				     (w->owes_signal && is_read(r) &&
+				      !fd_is_direct(r->fd)))) {
 			n = file_try_nowait(p, r, &s->progress);
-			if (n >= 0 && (size_t)n == afio_req_bytes(r))
+			if (n == 0 || (n > 0 && (size_t)n == afio_req_bytes(r)))
 				return n;
 			if (n < 0 && n != -EAGAIN && n != -EOPNOTSUPP)
 				return n;
 		}
+		settle(w);
 		return file_rw(r, &s->progress, 0);
 	}
 }
@@ -378,19 +403,20 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	struct pool *p = w->pool;
 	struct afio_req *r;
-	bool armed, finished = false;
+	bool armed, running_low;
 	ssize_t res;
 
 	/* One lock round per request: a result is handed back and the next
-	   request taken under the same lock; the owner is told before this
-	   worker does anything that takes time or sleeps. */
+	   request taken under the same lock.  The owner is told of results
+	   when the queue runs low, so that it refills it while the workers
+	   still have work, or before this worker waits or sleeps: one wake-up
+	   carries many results. */
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		while (!p->stop && !p->work.head) {
-			if (finished) {
+			if (w->owes_signal) {
 				pthread_mutex_unlock(&p->lock);
-				signal_owner(p);
-				finished = false;
+				settle(w);
 				pthread_mutex_lock(&p->lock);
 				continue;
 			}
@@ -403,11 +429,10 @@ static void *worker_main(void *arg)
 			break;
 		slot_of(p, r)->where = W_RUNNING;
 		slot_of(p, r)->worker = w;
+		running_low = p->work.count < p->nworkers;
 		pthread_mutex_unlock(&p->lock);
-		if (finished) {
-			signal_owner(p);
-			finished = false;
-		}
+		if (running_low)
+			settle(w);
 
 		armed = false;
 		res = perform(w, r, &armed);
@@ -415,23 +440,15 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&p->lock);
 		if (!armed) {
 			finish_locked(p, r, res);
-			finished = true;
+			w->owes_signal = true;
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
-	if (finished)
-		signal_owner(p);
+	settle(w);
 	return NULL;
 }
 
 /* ---- INLINE: a first try in the caller ---- */
-
-static bool fd_is_direct(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	return fl >= 0 && (fl & O_DIRECT);
-}
 
 /* true when r was finished or armed here, false when a worker must do it. */
 static bool try_inline(struct pool *p, struct afio_req *r)

@@ -300,6 +300,60 @@ START_TEST(test_recv_waits_for_data)
 }
 END_TEST
 
+/*
+ * Reads queued around a recv that waits: the reads' results must arrive
+ * while the recv waits, however the backend runs them.  With one pool
+ * worker in ASYNC mode the worker finishes the first reads, then sits in
+ * the recv: it must say what it finished before it waits (else the
+ * afio_poll() below never returns and the test times out).
+ */
+START_TEST(test_results_while_a_recv_waits)
+{
+	struct afio_config cfg;
+	struct tu_done reads[8] = { 0 }, r = { 0 };
+	char buf[8][16], in[16];
+	int fd = new_file(), sv[2], got = 0;
+	afio_ctx *ctx;
+
+	afio_config_init(&cfg);
+	cfg.backend = target_backend;
+	cfg.mode = target_mode;
+	cfg.threads = 1;
+	ctx = tu_create(&cfg);
+	ck_assert_int_eq(pwrite(fd, "0123456789abcdef", 16, 0), 16);
+	tu_socketpair(sv);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(afio_read(ctx, fd, buf[i], 16, 0, tu_on_done, &reads[i]), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
+	for (int i = 4; i < 8; i++)
+		ck_assert_int_eq(afio_read(ctx, fd, buf[i], 16, 0, tu_on_done, &reads[i]), 0);
+	while (got < 4) {
+		int n = afio_poll(ctx, 1, -1);
+
+		ck_assert_int_ge(n, 1);
+		got += n;
+	}
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(reads[i].calls, 1);
+		ck_assert_int_eq(reads[i].res, 16);
+	}
+	ck_assert_int_eq(r.calls, 0);
+	ck_assert_int_eq(write(sv[0], "wake", 4), 4);
+	tu_drain(ctx);
+	ck_assert_int_eq(r.calls, 1);
+	ck_assert_int_eq(r.res, 4);
+	for (int i = 4; i < 8; i++) {
+		ck_assert_int_eq(reads[i].calls, 1);
+		ck_assert_int_eq(reads[i].res, 16);
+		ck_assert(!memcmp(buf[i], "0123456789abcdef", 16));
+	}
+	afio_destroy(ctx);
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 START_TEST(test_recv_after_peer_close)
 {
 	afio_ctx *ctx = new_ctx(0);
@@ -610,6 +664,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(sockets, test_send_recv);
 	tcase_add_test(sockets, test_recv_waits_for_data);
 	tcase_add_test(sockets, test_recv_after_peer_close);
+	tcase_add_test(sockets, test_results_while_a_recv_waits);
 	tcase_add_test(sockets, test_cancel_waiting_recv);
 	tcase_add_test(sockets, test_cancel_queued);
 	tcase_add_test(sockets, test_destroy_with_recv_pending);
