@@ -307,24 +307,29 @@ def run(a, backends, have_fio):
             warm_cache(a.file, a.size)
         if w["rw"] in ("write", "randwrite"):
             os.sync()
+        jobs = []  # (kind, backend, mode), in the order of one repeat
+        for b in backends:
+            jobs += [("afio", b, m) for m in a.modes]
+            if have_fio and b in FIO_SUBMITS_EACH and FIO_MATCH_MODE[b] in a.modes:
+                jobs.append(("each", b, FIO_MATCH_MODE[b]))
+            if have_fio:
+                jobs.append(("fio", b, None))
         for rep in range(a.repeat):
-            for b in backends:
-                for m in a.modes:
-                    res = r.ours(b, m, w)
-                    results.setdefault((lab, b, m), []).append(res)
-                    if res:
-                        rows.append(dict(res, kind="afio", repeat=rep))
-                m = FIO_MATCH_MODE[b]
-                if have_fio and b in FIO_SUBMITS_EACH and m in a.modes:
-                    res = r.ours(b, m, w, each=True)
-                    each_res.setdefault((lab, b), []).append(res)
-                    if res:
-                        rows.append(dict(res, kind="afio", repeat=rep))
-                if have_fio:
+            # Every other repeat runs backwards, so that no run is always
+            # the first after the page cache was warmed or synced.
+            for kind, b, m in jobs if rep % 2 == 0 else reversed(jobs):
+                if kind == "fio":
                     res = r.fio(b, w)
                     fio_res.setdefault((lab, b), []).append(res)
-                    if res:
-                        rows.append(dict(res, kind="fio", repeat=rep))
+                elif kind == "each":
+                    res = r.ours(b, m, w, each=True)
+                    each_res.setdefault((lab, b), []).append(res)
+                else:
+                    res = r.ours(b, m, w)
+                    results.setdefault((lab, b, m), []).append(res)
+                if res:
+                    rows.append(dict(res, kind="fio" if kind == "fio" else "afio",
+                                     repeat=rep))
         sys.stderr.write("  %s done (%.0f s)\n" % (lab, time.time() - t_start))
 
     def med(runs, key):
