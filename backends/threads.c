@@ -24,6 +24,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -50,6 +51,7 @@ struct worker {
 	pthread_t tid;
 	int wakefd;		/* cancel of a request this worker waits on */
 	bool owes_signal;	/* finished a request the owner was not told of */
+	uint64_t owed_since;	/* when, in ns of CLOCK_MONOTONIC */
 };
 
 struct pool {
@@ -191,6 +193,18 @@ static void signal_owner(struct pool *p)
 	if (!atomic_load_explicit(&p->signaled, memory_order_relaxed) &&
 	    !atomic_exchange(&p->signaled, true))
 		(void)!write(p->evfd, &one, sizeof(one));
+}
+
+/* A finished result waits at most this long, plus the request in hand, for
+   the owner to hear of it while the worker goes on with quick ones. */
+#define TELL_WITHIN_NS 20000u
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Before a worker does anything that may wait, what it finished is told. */
@@ -363,6 +377,7 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 {
 	struct pool *p = w->pool;
 	struct slot *s = slot_of(p, r);
+	bool direct;
 	ssize_t n;
 
 	switch (r->op) {
@@ -382,11 +397,15 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 		/* Not pollable or canceled: wait here after all. */
 		return *armed ? 0 : sock_wait_xfer(w, r);
 	default:
-		/* With results to tell, a read that turns out to be quick is
-		   done first; one that would wait tells them before it waits. */
+		/* With results to tell, a buffered read that turns out to be
+		   quick is done first; what may wait tells them before.
+		   RWF_NOWAIT does not keep direct I/O off the device. */
+		direct = (w->owes_signal || p->mode == AFIO_MODE_HYBRID) &&
+			 fd_is_direct(r->fd);
+		if (direct)
+			settle(w);
 		if (!s->progress && (p->mode == AFIO_MODE_HYBRID ||
-				     (w->owes_signal && is_read(r) &&
-				      !fd_is_direct(r->fd)))) {
+				     (w->owes_signal && is_read(r) && !direct))) {
 			n = file_try_nowait(p, r, &s->progress);
 			if (n == 0 || (n > 0 && (size_t)n == afio_req_bytes(r)))
 				return n;
@@ -409,8 +428,8 @@ static void *worker_main(void *arg)
 	/* One lock round per request: a result is handed back and the next
 	   request taken under the same lock.  The owner is told of results
 	   when the queue runs low, so that it refills it while the workers
-	   still have work, or before this worker waits or sleeps: one wake-up
-	   carries many results. */
+	   still have work, when the oldest has waited TELL_WITHIN_NS, or
+	   before this worker waits or sleeps: one wake-up carries many. */
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		while (!p->stop && !p->work.head) {
@@ -431,12 +450,14 @@ static void *worker_main(void *arg)
 		slot_of(p, r)->worker = w;
 		running_low = p->work.count < p->nworkers;
 		pthread_mutex_unlock(&p->lock);
-		if (running_low)
+		if (running_low || (w->owes_signal && now_ns() - w->owed_since >= TELL_WITHIN_NS))
 			settle(w);
 
 		armed = false;
 		res = perform(w, r, &armed);
 
+		if (!armed && !w->owes_signal)
+			w->owed_since = now_ns();
 		pthread_mutex_lock(&p->lock);
 		if (!armed) {
 			finish_locked(p, r, res);
