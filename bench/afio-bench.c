@@ -481,6 +481,8 @@ static void on_done(void *data, ssize_t res)
 			b->first_error = res < 0 ? res : -EIO;
 		b->stop = true;
 	}
+	if (interrupted)
+		b->stop = true;
 	if (now < b->deadline && !b->stop)
 		issue(b, io, now);
 }

@@ -163,7 +163,8 @@ class Runner:
         own = cpu
         if runtime_ms > 1 and engine == "io_uring":
             cpu = max(own, whole - self.fio_startup(backend, w))
-        return {"backend": backend, "mode": "fio-" + engine, "rw": w["rw"], "bs": w["bs"],
+        return {"backend": backend, "mode": "fio-" + engine, "submit": "each",
+                "rw": w["rw"], "bs": w["bs"],
                 "qd": a.qd, "direct": w["direct"], "iops": iops,
                 "mib_s": iops * w["bs"] / 2**20, "cpu_s": cpu,
                 "iops_per_cpu_s": ios / cpu if cpu else 0,
@@ -303,10 +304,6 @@ def run(a, backends, have_fio):
     t_start = time.time()
     for w in workloads:
         lab = label(w)
-        if not w["direct"] and w["rw"] in ("read", "randread") and not is_blk:
-            warm_cache(a.file, a.size)
-        if w["rw"] in ("write", "randwrite"):
-            os.sync()
         jobs = []  # (kind, backend, mode), in the order of one repeat
         for b in backends:
             jobs += [("afio", b, m) for m in a.modes]
@@ -315,6 +312,10 @@ def run(a, backends, have_fio):
             if have_fio:
                 jobs.append(("fio", b, None))
         for rep in range(a.repeat):
+            if not w["direct"] and w["rw"] in ("read", "randread") and not is_blk:
+                warm_cache(a.file, a.size)
+            if w["rw"] in ("write", "randwrite"):
+                os.sync()
             # Every other repeat runs backwards, so that no run is always
             # the first after the page cache was warmed or synced.
             for kind, b, m in jobs if rep % 2 == 0 else reversed(jobs):
