@@ -377,7 +377,7 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 {
 	struct pool *p = w->pool;
 	struct slot *s = slot_of(p, r);
-	bool direct;
+	bool try_first;
 	ssize_t n;
 
 	switch (r->op) {
@@ -397,15 +397,13 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 		/* Not pollable or canceled: wait here after all. */
 		return *armed ? 0 : sock_wait_xfer(w, r);
 	default:
-		/* With results to tell, a buffered read that turns out to be
-		   quick is done first; what may wait tells them before.
-		   RWF_NOWAIT does not keep direct I/O off the device. */
-		direct = (w->owes_signal || p->mode == AFIO_MODE_HYBRID) &&
-			 fd_is_direct(r->fd);
-		if (direct)
-			settle(w);
-		if (!s->progress && (p->mode == AFIO_MODE_HYBRID ||
-				     (w->owes_signal && is_read(r) && !direct))) {
+		/* In INLINE the caller has tried without waiting already.
+		   Otherwise a buffered request that turns out to be quick is
+		   done before the results are told; what may wait tells them
+		   first.  RWF_NOWAIT does not keep direct I/O off the device. */
+		try_first = p->mode == AFIO_MODE_HYBRID ||
+			    (p->mode == AFIO_MODE_ASYNC && w->owes_signal && is_read(r));
+		if (try_first && !s->progress && !fd_is_direct(r->fd)) {
 			n = file_try_nowait(p, r, &s->progress);
 			if (n == 0 || (n > 0 && (size_t)n == afio_req_bytes(r)))
 				return n;
