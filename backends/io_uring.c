@@ -58,7 +58,8 @@
  * SINGLE_ISSUER and DEFER_TASKRUN are left out on purpose: they bind the
  * ring to one task, and a context may be created on one thread and later
  * handed to another (one thread at a time), which they would turn into
- * -EEXIST from io_uring_enter.  They measured no faster here (bench/README.md).
+ * -EEXIST from io_uring_enter, and DEFER_TASKRUN signals the eventfd for
+ * deferred work that is not a completion (bench/README.md).
  */
 static const struct {
 	unsigned flag;
