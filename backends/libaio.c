@@ -389,7 +389,7 @@ static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *
 		return R_POOL;
 	}
 	if (a->mode == AFIO_MODE_INLINE) {
-		*res = afio_req_sock_nowait(r);
+		*res = afio_req_sock_nowait(r, r->fd);
 		if (*res != -EAGAIN) {
 			afio_count_nowait(r->ctx);
 			return R_DONE;
@@ -561,7 +561,7 @@ static void poll_ready(struct laio *a, struct afio_req *r, long mask)
 		afio_req_done(r, -ECANCELED);
 		return;
 	}
-	res = mask < 0 ? mask : afio_req_sock_nowait(r);
+	res = mask < 0 ? mask : afio_req_sock_nowait(r, r->fd);
 	if (res != -EAGAIN) {
 		afio_req_done(r, res);
 		return;

@@ -299,7 +299,7 @@ static void on_ready(struct pool *p, uint64_t key)
 	s->where = W_RUNNING;
 	pthread_mutex_unlock(&p->lock);
 
-	res = afio_req_sock_nowait(r);
+	res = afio_req_sock_nowait(r, r->fd);
 
 	pthread_mutex_lock(&p->lock);
 	if (res == -EAGAIN && !s->cancel) {
@@ -356,7 +356,7 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
 	bool cancel;
 
 	for (;;) {
-		n = afio_req_sock_nowait(r);
+		n = afio_req_sock_nowait(r, r->fd);
 		if (n != -EAGAIN)
 			return n;
 		settle(w);
@@ -388,7 +388,7 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 	case AFIO_OP_SEND:
 		if (p->mode == AFIO_MODE_ASYNC)
 			return sock_wait_xfer(w, r);
-		n = afio_req_sock_nowait(r);
+		n = afio_req_sock_nowait(r, r->fd);
 		if (n != -EAGAIN)
 			return n;
 		pthread_mutex_lock(&p->lock);
@@ -481,7 +481,7 @@ static bool try_inline(struct pool *p, struct afio_req *r)
 		return false;
 	case AFIO_OP_RECV:
 	case AFIO_OP_SEND:
-		n = afio_req_sock_nowait(r);
+		n = afio_req_sock_nowait(r, r->fd);
 		if (n == -EAGAIN) {
 			pthread_mutex_lock(&p->lock);
 			ret = arm_locked(p, r);

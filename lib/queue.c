@@ -188,15 +188,15 @@ int afio_send(afio_ctx *ctx, int fd, const void *buf, size_t len, int flags,
 	return queue_buf(ctx, AFIO_OP_SEND, fd, buf, len, 0, flags, cb, data);
 }
 
-ssize_t afio_req_sock_nowait(const struct afio_req *r)
+ssize_t afio_req_sock_nowait(const struct afio_req *r, int fd)
 {
 	ssize_t n;
 
 	do {
 		if (r->op == AFIO_OP_RECV)
-			n = recv(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT);
+			n = recv(fd, r->buf, r->len, r->flags | MSG_DONTWAIT);
 		else
-			n = send(r->fd, r->buf, r->len, r->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+			n = send(fd, r->buf, r->len, r->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
 	} while (n < 0 && errno == EINTR);
 	return n < 0 ? -errno : n;
 }

@@ -115,9 +115,10 @@ int afio_reqq_remove(struct afio_reqq *q, struct afio_req *r);
 /* Total bytes a READ/WRITE/READV/WRITEV request asks for. */
 size_t afio_req_bytes(const struct afio_req *r);
 
-/* RECV or SEND once, without blocking and without SIGPIPE: bytes or -errno
-   (-EAGAIN when it would block). */
-ssize_t afio_req_sock_nowait(const struct afio_req *r);
+/* RECV or SEND once on fd, without blocking and without SIGPIPE: bytes or
+   -errno (-EAGAIN when it would block).  fd is r->fd, or a backend's own
+   dup of it once the request is bound to the socket (see asyncfio(7)). */
+ssize_t afio_req_sock_nowait(const struct afio_req *r, int fd);
 
 static inline int afio_op_is_socket(enum afio_op op)
 {
