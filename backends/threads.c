@@ -7,6 +7,11 @@
  * armed (one-shot) in an epoll set watched by a poller thread, so no worker
  * is held while a peer is silent.  Finished requests go on a locked list; one
  * atomic flag merges the eventfd writes, so a burst costs one write.
+ *
+ * A socket request that has to wait is bound to its socket from then on:
+ * the pool dups the fd and waits and transfers on the dup until the request
+ * finishes, so the application closing the fd, and the number going to
+ * another file, do not move it (io_uring holds the file the same way).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +46,8 @@ struct slot {
 	struct afio_req *req;
 	uint8_t where;
 	bool cancel;
-	int armfd;		/* dup of the socket while armed: its own epoll key */
+	int armfd;		/* the pool's dup of the socket, once it waited */
+	bool in_set;		/* armfd is in the epoll set, maybe spent */
 	size_t progress;	/* bytes a no-wait attempt already moved */
 	struct worker *worker;
 };
@@ -216,10 +222,44 @@ static void settle(struct worker *w)
 	}
 }
 
+/* ---- the pool's own reference to a socket ---- */
+
+/*
+ * Taken when r first has to wait; -errno when no fd is left, and r then
+ * waits on r->fd.  Only whoever runs r (or arms it, under the lock) sets
+ * armfd; finish_locked() gives it back.  The dup also makes r's epoll
+ * registration its own: two requests on one fd each have one.
+ */
+static int hold_socket(struct slot *s, const struct afio_req *r)
+{
+	if (s->armfd >= 0)
+		return 0;
+	s->armfd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+	return s->armfd < 0 ? -errno : 0;
+}
+
+static int sock_fd(const struct slot *s, const struct afio_req *r)
+{
+	return s->armfd >= 0 ? s->armfd : r->fd;
+}
+
+/* Closing the dup alone would leave its registration in the set while the
+   application's fd keeps the socket open. */
+static void release_socket_locked(struct pool *p, struct slot *s)
+{
+	if (s->in_set)
+		epoll_ctl(p->epfd, EPOLL_CTL_DEL, s->armfd, NULL);
+	close(s->armfd);
+	s->armfd = -1;
+	s->in_set = false;
+}
+
 static void finish_locked(struct pool *p, struct afio_req *r, ssize_t res)
 {
 	struct slot *s = slot_of(p, r);
 
+	if (s->armfd >= 0)
+		release_socket_locked(p, s);
 	s->where = W_NONE;
 	s->worker = NULL;
 	r->res = s->cancel && res == -EINTR ? -ECANCELED : res;
@@ -255,30 +295,22 @@ static int arm_locked(struct pool *p, struct afio_req *r)
 		.events = (r->op == AFIO_OP_RECV ? EPOLLIN : EPOLLOUT) | EPOLLONESHOT,
 		.data.u64 = arm_key(r),
 	};
-	int ret;
+	int ret, op;
 
 	ret = start_poller_locked(p);
 	if (ret)
 		return ret;
-	s->armfd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
-	if (s->armfd < 0)
-		return -errno;
-	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, s->armfd, &ev) < 0) {
-		ret = -errno;
-		close(s->armfd);
-		s->armfd = -1;
+	ret = hold_socket(s, r);
+	if (ret)
 		return ret;
-	}
+	/* A one-shot registration that fired stays in the set, disabled. */
+	op = s->in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+	if (epoll_ctl(p->epfd, op, s->armfd, &ev) < 0)
+		return -errno;
+	s->in_set = true;
 	s->where = W_ARMED;
 	s->worker = NULL;
 	return 0;
-}
-
-static void disarm_locked(struct pool *p, struct slot *s)
-{
-	epoll_ctl(p->epfd, EPOLL_CTL_DEL, s->armfd, NULL);
-	close(s->armfd);
-	s->armfd = -1;
 }
 
 static void on_ready(struct pool *p, uint64_t key)
@@ -287,6 +319,7 @@ static void on_ready(struct pool *p, uint64_t key)
 	struct slot *s;
 	uint32_t index = key >> 32;
 	ssize_t res;
+	int fd;
 
 	pthread_mutex_lock(&p->lock);
 	s = &p->slots[index];
@@ -295,16 +328,16 @@ static void on_ready(struct pool *p, uint64_t key)
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
-	disarm_locked(p, s);
 	s->where = W_RUNNING;
+	fd = s->armfd;
 	pthread_mutex_unlock(&p->lock);
 
-	res = afio_req_sock_nowait(r, r->fd);
+	res = afio_req_sock_nowait(r, fd);
 
 	pthread_mutex_lock(&p->lock);
 	if (res == -EAGAIN && !s->cancel) {
 		/* Not ready after all: wait again, in a worker if the epoll
-		   set cannot take it now (no fd left for the dup, say). */
+		   set cannot take it now. */
 		if (arm_locked(p, r)) {
 			s->where = W_QUEUED;
 			afio_reqq_push(&p->work, r);
@@ -348,17 +381,20 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
 {
 	struct slot *s = slot_of(w->pool, r);
 	struct pollfd pfd[2] = {
-		{ .fd = r->fd, .events = r->op == AFIO_OP_RECV ? POLLIN : POLLOUT },
+		{ .events = r->op == AFIO_OP_RECV ? POLLIN : POLLOUT },
 		{ .fd = w->wakefd, .events = POLLIN },
 	};
 	uint64_t v;
 	ssize_t n;
 	bool cancel;
 
+	n = afio_req_sock_nowait(r, sock_fd(s, r));
+	if (n != -EAGAIN)
+		return n;
+	/* poll() would follow the number, not the file, after each wake-up. */
+	(void)hold_socket(s, r);
+	pfd[0].fd = sock_fd(s, r);
 	for (;;) {
-		n = afio_req_sock_nowait(r, r->fd);
-		if (n != -EAGAIN)
-			return n;
 		settle(w);
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
 			return -errno;
@@ -370,6 +406,9 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
 			if (cancel)
 				return -ECANCELED;
 		}
+		n = afio_req_sock_nowait(r, pfd[0].fd);
+		if (n != -EAGAIN)
+			return n;
 	}
 }
 
@@ -388,7 +427,7 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 	case AFIO_OP_SEND:
 		if (p->mode == AFIO_MODE_ASYNC)
 			return sock_wait_xfer(w, r);
-		n = afio_req_sock_nowait(r, r->fd);
+		n = afio_req_sock_nowait(r, sock_fd(s, r));
 		if (n != -EAGAIN)
 			return n;
 		pthread_mutex_lock(&p->lock);
@@ -523,6 +562,7 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		s->cancel = false;
 		s->progress = 0;
 		s->armfd = -1;
+		s->in_set = false;
 		n++;
 		if (p->mode == AFIO_MODE_INLINE && try_inline(p, r))
 			continue;
@@ -586,7 +626,6 @@ static void threads_cancel(struct afio_engine *e, struct afio_req *r)
 		finish_locked(p, r, -ECANCELED);
 		break;
 	case W_ARMED:
-		disarm_locked(p, s);
 		finish_locked(p, r, -ECANCELED);
 		break;
 	case W_RUNNING:
