@@ -24,7 +24,11 @@
  * Sockets: after IOCB_CMD_POLL reports readiness, the transfer runs with
  * MSG_DONTWAIT on the owner thread, in reap; if it would still block, the
  * poll is armed again.  Every iocb carries the context's eventfd
- * (IOCB_FLAG_RESFD), and reap takes events without blocking.
+ * (IOCB_FLAG_RESFD), and reap takes events without blocking.  A poll's
+ * reference to the socket ends with the poll, so a request that waits
+ * holds a dup of the fd and polls and transfers on that until it
+ * finishes: the application closing the fd, and the number going to
+ * another file, do not move it (io_uring holds the file the same way).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +117,7 @@ struct slot {
 	struct afio_req *req;
 	uint8_t kind;
 	uint8_t where;
+	int sockfd;		/* dup of a waiting socket request's fd, or -1 */
 };
 
 #define DEV_CACHE 8
@@ -337,9 +342,31 @@ static void prep_sync(struct slot *s, const struct afio_req *r)
 	s->kind = K_SYNC;
 }
 
+/* ---- the backend's own reference to a waiting socket ---- */
+
+/* Without an fd for the dup the request waits on r->fd, unbound; a closed
+   fd fails the same way either way, in io_submit(). */
+static void hold_socket(struct slot *s, const struct afio_req *r)
+{
+	s->sockfd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+}
+
+static int sock_fd(const struct slot *s, const struct afio_req *r)
+{
+	return s->sockfd >= 0 ? s->sockfd : r->fd;
+}
+
+static void release_socket(struct slot *s)
+{
+	if (s->sockfd >= 0) {
+		close(s->sockfd);
+		s->sockfd = -1;
+	}
+}
+
 static void prep_poll(struct slot *s, const struct afio_req *r)
 {
-	io_prep_poll(&s->iocb, r->fd, r->op == AFIO_OP_RECV ? POLLIN : POLLOUT);
+	io_prep_poll(&s->iocb, sock_fd(s, r), r->op == AFIO_OP_RECV ? POLLIN : POLLOUT);
 	s->kind = K_POLL;
 }
 
@@ -395,6 +422,7 @@ static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *
 			return R_DONE;
 		}
 	}
+	hold_socket(s, r);
 	prep_poll(s, r);
 	return R_KERNEL;
 }
@@ -434,6 +462,7 @@ static void refused(struct afio_engine *e, struct afio_req *r, int err)
 	bool ours = r->engine == e;
 	uint8_t kind = s->kind;
 
+	release_socket(s);
 	s->where = W_IDLE;
 	s->kind = K_NONE;
 	/* EINVAL: this file system or kernel lacks the command; EAGAIN with
@@ -506,11 +535,15 @@ static void submit_pending(struct afio_engine *e)
 	}
 }
 
-/* Back to the head of q, in their order: they wait for a reap. */
-static void give_back(struct afio_reqq *q, struct afio_req **reqs, unsigned from, unsigned n)
+/* Back to the head of q, in their order: they wait for a reap, and are
+   routed again (holding nothing meanwhile: they may be canceled there). */
+static void give_back(struct laio *a, struct afio_reqq *q, struct afio_req **reqs,
+		      unsigned from, unsigned n)
 {
-	while (n > from)
-		afio_reqq_push_front(q, reqs[--n]);
+	while (n > from) {
+		release_socket(slot_of(a, reqs[--n]));
+		afio_reqq_push_front(q, reqs[n]);
+	}
 }
 
 static int libaio_submit(struct afio_engine *e, struct afio_reqq *q)
@@ -544,7 +577,7 @@ static int libaio_submit(struct afio_engine *e, struct afio_reqq *q)
 	for (unsigned i = 0; i < went; i++)
 		if (slot_of(a, a->batch_req[i])->where == W_KERNEL)
 			afio_engine_take(e, a->batch_req[i]);
-	give_back(q, a->batch_req, went, n);
+	give_back(a, q, a->batch_req, went, n);
 	taken += (int)went;
 	return taken ? taken : -EAGAIN;
 }
@@ -558,11 +591,13 @@ static void poll_ready(struct laio *a, struct afio_req *r, long mask)
 	ssize_t res;
 
 	if (r->cancel) {
+		release_socket(s);
 		afio_req_done(r, -ECANCELED);
 		return;
 	}
-	res = mask < 0 ? mask : afio_req_sock_nowait(r, r->fd);
+	res = mask < 0 ? mask : afio_req_sock_nowait(r, sock_fd(s, r));
 	if (res != -EAGAIN) {
+		release_socket(s);
 		afio_req_done(r, res);
 		return;
 	}
@@ -611,6 +646,7 @@ static void libaio_cancel(struct afio_engine *e, struct afio_req *r)
 
 	if (s->where == W_PENDING) {
 		afio_reqq_remove(&a->pending, r);
+		release_socket(s);
 		s->where = W_IDLE;
 		s->kind = K_NONE;
 		afio_req_done(r, -ECANCELED);
@@ -711,6 +747,8 @@ static int libaio_init(struct afio_engine *e, const struct afio_config *cfg,
 		free_laio(a);
 		return -ENOMEM;
 	}
+	for (unsigned i = 0; i < n; i++)
+		a->slots[i].sockfd = -1;
 	ret = setup_io(n, &a->io, reason, len);
 	if (ret) {
 		free_laio(a);
