@@ -373,6 +373,77 @@ START_TEST(test_recv_after_peer_close)
 }
 END_TEST
 
+/*
+ * Whether the backend holds the file of the socket a submitted request
+ * waits on, so that the test may close the fd: a request that waits in the
+ * kernel holds it from afio_submit() on, one that waits in the pool from
+ * when the pool has its own descriptor for the socket.  false where that
+ * moment cannot be seen from here.
+ */
+static bool socket_held(int fd)
+{
+	/* The no-wait try and the arming both happen in afio_submit(). */
+	if (target_mode == AFIO_MODE_INLINE)
+		return true;
+	/* libaio's poll went to the kernel in io_submit(). */
+	if (target_backend == AFIO_BACKEND_LIBAIO && target_mode == AFIO_MODE_HYBRID)
+		return true;
+	/* An io-wq worker looks the fd up, at a moment not seen from here. */
+	if (target_backend == AFIO_BACKEND_IO_URING)
+		return false;
+	/* The pool (threads, and libaio in ASYNC): its dup of the socket. */
+	for (int i = 0; i < 10000; i++) {
+		if (tu_file_held_elsewhere(fd))
+			return true;
+		usleep(1000);
+	}
+	ck_abort_msg("the pool took no reference to a waiting socket in 10 s");
+	return false;
+}
+
+/*
+ * The application closes the fd of a waiting recv and the number goes to
+ * another socket (after afio_cancel() lost the race, or by mistake): the
+ * request stays on the socket it was submitted on, as io_uring's do, and
+ * leaves the data of the other one alone.
+ */
+START_TEST(test_recv_keeps_its_socket)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done r = { 0 };
+	char in[16] = "", other[16] = "";
+	int a[2], b[2];
+
+	tu_socketpair(a);
+	tu_socketpair(b);
+	ck_assert_int_eq(afio_recv(ctx, a[1], in, sizeof(in), 0, tu_on_done, &r), 0);
+	ck_assert_int_eq(afio_submit(ctx), 1);
+	if (!socket_held(a[1])) {
+		afio_destroy(ctx);
+		ck_assert_int_eq(r.res, -ECANCELED);
+		goto out;
+	}
+	/* The other socket has data first: a recv on the number takes it. */
+	ck_assert_int_eq(write(b[0], "other", 5), 5);
+	ck_assert_int_eq(dup2(b[1], a[1]), a[1]);
+	close(b[1]);
+	ck_assert_int_eq(write(a[0], "mine", 4), 4);
+	for (int i = 0; i < 10 && !r.calls; i++)
+		ck_assert_int_ge(afio_poll(ctx, 1, 1000), 0);
+	ck_assert_msg(r.calls == 1, "the recv did not complete in 10 s");
+	ck_assert_msg(r.res == 4 && !memcmp(in, "mine", 4),
+		      "the recv took %zd bytes \"%.*s\", not its own socket's \"mine\"",
+		      r.res, r.res > 0 ? (int)r.res : 0, in);
+	ck_assert_int_eq(recv(a[1], other, sizeof(other), MSG_DONTWAIT), 5);
+	ck_assert(!memcmp(other, "other", 5));
+	afio_destroy(ctx);
+out:
+	close(a[0]);
+	close(a[1]);
+	close(b[0]);
+}
+END_TEST
+
 START_TEST(test_cancel_waiting_recv)
 {
 	afio_ctx *ctx = new_ctx(0);
@@ -662,6 +733,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(sockets, test_recv_waits_for_data);
 	tcase_add_test(sockets, test_recv_after_peer_close);
 	tcase_add_test(sockets, test_results_while_a_recv_waits);
+	tcase_add_test(sockets, test_recv_keeps_its_socket);
 	tcase_add_test(sockets, test_cancel_waiting_recv);
 	tcase_add_test(sockets, test_cancel_queued);
 	tcase_add_test(sockets, test_destroy_with_recv_pending);

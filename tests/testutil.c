@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -214,6 +215,28 @@ int tu_count_fds(void)
 		n += e->d_name[0] != '.';
 	closedir(d);
 	return n;
+}
+
+bool tu_file_held_elsewhere(int fd)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct stat want, st;
+	struct dirent *e;
+	bool found = false;
+	int other;
+
+	ck_assert_ptr_nonnull(d);
+	ck_assert_int_eq(fstat(fd, &want), 0);
+	while (!found && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		other = atoi(e->d_name);
+		if (other == fd || other == dirfd(d) || fstat(other, &st) < 0)
+			continue;
+		found = st.st_dev == want.st_dev && st.st_ino == want.st_ino;
+	}
+	closedir(d);
+	return found;
 }
 
 int tu_count_threads(void)

@@ -4,6 +4,7 @@
 #define AFIO_TESTUTIL_H
 
 #include <check.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -66,5 +67,9 @@ void tu_warm_up_threads(void);
 
 /* Open fds of this process (/proc/self/fd). */
 int tu_count_fds(void);
+
+/* Whether an fd of this process other than fd refers to the same file
+   (the same socket, say): a descriptor a library took for itself. */
+bool tu_file_held_elsewhere(int fd);
 
 #endif
