@@ -17,6 +17,7 @@
  * have more requests in the ring than the CQ holds.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,8 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <liburing.h>
 
@@ -42,6 +45,9 @@
 #endif
 #ifndef IORING_SQ_TASKRUN
 #define IORING_SQ_TASKRUN		(1U << 2)
+#endif
+#ifndef RWF_NOSIGNAL
+#define RWF_NOSIGNAL			0x00000100	/* Linux 6.18 */
 #endif
 
 #define UD_RESERVED	UINT64_MAX	/* low half never a slot index */
@@ -93,6 +99,7 @@ struct uring {
 	bool nodrop;
 	bool has_op[AFIO_OP_COUNT];
 	bool has_cancel;
+	int write_rwf;			/* RWF_NOSIGNAL where the kernel has it */
 	enum afio_mode mode;
 };
 
@@ -228,6 +235,28 @@ static void probe_ops(struct uring *u)
 	io_uring_free_probe(p);
 }
 
+/*
+ * The kernel does a write to a pipe or socket as write(2) would, offset
+ * or not, and one without a reader raises SIGPIPE in the thread that
+ * submitted it.  RWF_NOSIGNAL turns that into -EPIPE alone; a kernel
+ * without it refuses the flag with EOPNOTSUPP before it looks at the
+ * data, and an empty write would not get that far, so one byte goes to a
+ * pipe of our own.
+ */
+static int nosignal_rwf(void)
+{
+	struct iovec iov = { .iov_base = "", .iov_len = 1 };
+	int p[2], rwf = 0;
+
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK))
+		return 0;
+	if (pwritev2(p[1], &iov, 1, -1, RWF_NOSIGNAL) == 1)
+		rwf = RWF_NOSIGNAL;
+	close(p[0]);
+	close(p[1]);
+	return rwf;
+}
+
 static int uring_probe(const struct afio_config *cfg, char *reason, size_t len)
 {
 	struct io_uring ring;
@@ -289,12 +318,14 @@ static void prep(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 		break;
 	case AFIO_OP_WRITE:
 		io_uring_prep_write(sqe, r->fd, r->buf, clamp_len(r->len), r->off);
+		sqe->rw_flags = u->write_rwf;
 		break;
 	case AFIO_OP_READV:
 		io_uring_prep_readv(sqe, r->fd, r->iov, (unsigned)r->len, r->off);
 		break;
 	case AFIO_OP_WRITEV:
 		io_uring_prep_writev(sqe, r->fd, r->iov, (unsigned)r->len, r->off);
+		sqe->rw_flags = u->write_rwf;
 		break;
 	case AFIO_OP_FSYNC:
 		io_uring_prep_fsync(sqe, r->fd, r->flags & AFIO_FSYNC_DATASYNC ?
@@ -600,6 +631,7 @@ static int attach(struct afio_engine *e, struct uring *u, char *reason, size_t l
 		return ret;
 	}
 	probe_ops(u);
+	u->write_rwf = nosignal_rwf();
 	return 0;
 }
 
