@@ -22,13 +22,13 @@
  * cost.  Only the sysfs lookup, several syscalls, is cached, per device.
  *
  * Sockets: after IOCB_CMD_POLL reports readiness, the transfer runs with
- * MSG_DONTWAIT on the owner thread, in reap; if it would still block, the
- * poll is armed again.  Every iocb carries the context's eventfd
- * (IOCB_FLAG_RESFD), and reap takes events without blocking.  A poll's
- * reference to the socket ends with the poll, so a request that waits
- * holds a dup of the fd and polls and transfers on that until it
- * finishes: the application closing the fd, and the number going to
- * another file, do not move it (io_uring holds the file the same way).
+ * MSG_DONTWAIT on the owner thread, in reap; if it would still block, or
+ * MSG_WAITALL wants more, the poll is armed again.  Every iocb carries the
+ * context's eventfd (IOCB_FLAG_RESFD), and reap takes events without
+ * blocking.  A poll's reference to the socket ends with the poll, so a
+ * request that waits holds a dup of the fd and polls and transfers on that
+ * until it finishes: the application closing the fd, and the number going
+ * to another file, do not move it (io_uring holds the file the same way).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -592,10 +592,13 @@ static void poll_ready(struct laio *a, struct afio_req *r, long mask)
 
 	if (r->cancel) {
 		release_socket(s);
-		afio_req_done(r, -ECANCELED);
+		afio_req_done(r, afio_partial(r->progress, -ECANCELED));
 		return;
 	}
-	res = mask < 0 ? mask : afio_req_sock_nowait(r, sock_fd(s, r));
+	if (mask < 0)
+		res = afio_partial(r->progress, mask);
+	else
+		res = afio_req_sock_nowait(r, sock_fd(s, r));
 	if (res != -EAGAIN) {
 		release_socket(s);
 		afio_req_done(r, res);
@@ -649,7 +652,7 @@ static void libaio_cancel(struct afio_engine *e, struct afio_req *r)
 		release_socket(s);
 		s->where = W_IDLE;
 		s->kind = K_NONE;
-		afio_req_done(r, -ECANCELED);
+		afio_req_done(r, afio_partial(r->progress, -ECANCELED));
 		return;
 	}
 	/* On success the event still comes, with no revents: see poll_ready. */

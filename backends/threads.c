@@ -48,7 +48,6 @@ struct slot {
 	bool cancel;
 	int armfd;		/* the pool's dup of the socket, once it waited */
 	bool in_set;		/* armfd is in the epoll set, maybe spent */
-	size_t progress;	/* bytes a no-wait attempt already moved */
 	struct worker *worker;
 };
 
@@ -346,7 +345,9 @@ static void on_ready(struct pool *p, uint64_t key)
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
-	finish_locked(p, r, s->cancel && res == -EAGAIN ? -ECANCELED : res);
+	if (res == -EAGAIN)
+		res = afio_partial(r->progress, -ECANCELED);
+	finish_locked(p, r, res);
 	pthread_mutex_unlock(&p->lock);
 	signal_owner(p);
 }
@@ -397,14 +398,14 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
 	for (;;) {
 		settle(w);
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-			return -errno;
+			return afio_partial(r->progress, -errno);
 		if (pfd[1].revents) {
 			(void)!read(w->wakefd, &v, sizeof(v));
 			pthread_mutex_lock(&w->pool->lock);
 			cancel = s->cancel;
 			pthread_mutex_unlock(&w->pool->lock);
 			if (cancel)
-				return -ECANCELED;
+				return afio_partial(r->progress, -ECANCELED);
 		}
 		n = afio_req_sock_nowait(r, pfd[0].fd);
 		if (n != -EAGAIN)
@@ -442,15 +443,15 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 		   first.  RWF_NOWAIT does not keep direct I/O off the device. */
 		try_first = p->mode == AFIO_MODE_HYBRID ||
 			    (p->mode == AFIO_MODE_ASYNC && w->owes_signal && is_read(r));
-		if (try_first && !s->progress && !fd_is_direct(r->fd)) {
-			n = file_try_nowait(p, r, &s->progress);
+		if (try_first && !r->progress && !fd_is_direct(r->fd)) {
+			n = file_try_nowait(p, r, &r->progress);
 			if (n == 0 || (n > 0 && (size_t)n == afio_req_bytes(r)))
 				return n;
 			if (n < 0 && n != -EAGAIN && n != -EOPNOTSUPP)
 				return n;
 		}
 		settle(w);
-		return file_rw(r, &s->progress, 0);
+		return file_rw(r, &r->progress, 0);
 	}
 }
 
@@ -511,7 +512,6 @@ static void *worker_main(void *arg)
 /* true when r was finished or armed here, false when a worker must do it. */
 static bool try_inline(struct pool *p, struct afio_req *r)
 {
-	struct slot *s = slot_of(p, r);
 	ssize_t n;
 	int ret;
 
@@ -533,7 +533,7 @@ static bool try_inline(struct pool *p, struct afio_req *r)
 		   direct read would wait for the disk right here. */
 		if (fd_is_direct(r->fd))
 			return false;
-		n = file_try_nowait(p, r, &s->progress);
+		n = file_try_nowait(p, r, &r->progress);
 		if (n == -EAGAIN || n == -EOPNOTSUPP ||
 		    (n >= 0 && (size_t)n < afio_req_bytes(r) && n))
 			return false;
@@ -560,7 +560,6 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		afio_engine_take(e, r);
 		s->req = r;
 		s->cancel = false;
-		s->progress = 0;
 		s->armfd = -1;
 		s->in_set = false;
 		n++;
@@ -623,10 +622,10 @@ static void threads_cancel(struct afio_engine *e, struct afio_req *r)
 	switch (s->where) {
 	case W_QUEUED:
 		afio_reqq_remove(&p->work, r);
-		finish_locked(p, r, -ECANCELED);
+		finish_locked(p, r, afio_partial(r->progress, -ECANCELED));
 		break;
 	case W_ARMED:
-		finish_locked(p, r, -ECANCELED);
+		finish_locked(p, r, afio_partial(r->progress, -ECANCELED));
 		break;
 	case W_RUNNING:
 		if (s->worker && afio_op_is_socket(r->op))

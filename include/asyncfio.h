@@ -111,6 +111,11 @@ AFIO_API int afio_readv(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt,
 AFIO_API int afio_writev(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,
 			 afio_cb cb, void *data);
 AFIO_API int afio_fsync(afio_ctx *ctx, int fd, unsigned flags, afio_cb cb, void *data);
+/* flags: the MSG_* of recv(2)/send(2), the same on every backend.
+   -EINVAL for MSG_DONTWAIT (a request waits for readiness; afio_cancel()
+   gives up on it) and for MSG_WAITALL with MSG_PEEK or on a socket that is
+   not SOCK_STREAM.  MSG_WAITALL goes on until the whole length, the end of
+   the stream, an error or a cancel, and then gives the bytes it has. */
 AFIO_API int afio_recv(afio_ctx *ctx, int fd, void *buf, size_t len, int flags,
 		       afio_cb cb, void *data);
 AFIO_API int afio_send(afio_ctx *ctx, int fd, const void *buf, size_t len, int flags,

@@ -76,6 +76,7 @@ static int queue_req(struct afio_ctx *ctx, enum afio_op op, int fd, void *buf,
 	r->cb = cb;
 	r->data = data;
 	r->res = 0;
+	r->progress = 0;
 	r->engine = NULL;
 	r->cancel = 0;
 	r->gen++;
@@ -176,29 +177,95 @@ int afio_fsync(afio_ctx *ctx, int fd, unsigned flags, afio_cb cb, void *data)
 	return queue_req(ctx, AFIO_OP_FSYNC, fd, NULL, 0, 0, (int)flags, cb, data);
 }
 
+/*
+ * MSG_DONTWAIT would make a request fail where every backend otherwise
+ * waits for readiness (io_uring honours it, the others add it to every
+ * try themselves); afio_cancel() is how to stop waiting.
+ *
+ * MSG_WAITALL asks for the whole length, which only a byte stream can
+ * promise: on a SOCK_SEQPACKET socket io_uring joins messages in some
+ * modes and not in others, on a datagram socket it means nothing, and
+ * with MSG_PEEK each retry would copy the same bytes again.  Its fd is
+ * looked at only then; one that is not a socket is the callback's to
+ * report, as for any request.
+ */
+static int check_sock_flags(int fd, int flags)
+{
+	socklen_t len = sizeof(int);
+	int type;
+
+	if (flags & MSG_DONTWAIT)
+		return -EINVAL;
+	if (!(flags & MSG_WAITALL))
+		return 0;
+	if (flags & MSG_PEEK)
+		return -EINVAL;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0)
+		return 0;
+	return type == SOCK_STREAM ? 0 : -EINVAL;
+}
+
+static int queue_sock(afio_ctx *ctx, enum afio_op op, int fd, const void *buf, size_t len,
+		      int flags, afio_cb cb, void *data)
+{
+	int ret = check_common(ctx, fd, cb);
+
+	if (!ret)
+		ret = check_buf(buf, len, 0);
+	if (!ret)
+		ret = check_sock_flags(fd, flags);
+	if (ret)
+		return ret;
+	return queue_req(ctx, op, fd, (void *)buf, len, 0, flags, cb, data);
+}
+
 int afio_recv(afio_ctx *ctx, int fd, void *buf, size_t len, int flags,
 	      afio_cb cb, void *data)
 {
-	return queue_buf(ctx, AFIO_OP_RECV, fd, buf, len, 0, flags, cb, data);
+	return queue_sock(ctx, AFIO_OP_RECV, fd, buf, len, flags, cb, data);
 }
 
 int afio_send(afio_ctx *ctx, int fd, const void *buf, size_t len, int flags,
 	      afio_cb cb, void *data)
 {
-	return queue_buf(ctx, AFIO_OP_SEND, fd, buf, len, 0, flags, cb, data);
+	return queue_sock(ctx, AFIO_OP_SEND, fd, buf, len, flags, cb, data);
 }
 
-ssize_t afio_req_sock_nowait(const struct afio_req *r, int fd)
+static ssize_t sock_once(const struct afio_req *r, int fd, size_t done)
 {
+	char *buf = (char *)r->buf + done;
+	size_t len = r->len - done;
 	ssize_t n;
 
 	do {
 		if (r->op == AFIO_OP_RECV)
-			n = recv(fd, r->buf, r->len, r->flags | MSG_DONTWAIT);
+			n = recv(fd, buf, len, r->flags | MSG_DONTWAIT);
 		else
-			n = send(fd, r->buf, r->len, r->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+			n = send(fd, buf, len, r->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
 	} while (n < 0 && errno == EINTR);
 	return n < 0 ? -errno : n;
+}
+
+/*
+ * MSG_WAITALL goes on to the whole length, the end of the stream or an
+ * error, as io_uring does in the kernel; the end or an error after some
+ * bytes gives those bytes, as recv(2) does.
+ */
+ssize_t afio_req_sock_nowait(struct afio_req *r, int fd)
+{
+	ssize_t n;
+
+	for (;;) {
+		n = sock_once(r, fd, r->progress);
+		if (n <= 0)
+			break;
+		r->progress += (size_t)n;
+		if (!(r->flags & MSG_WAITALL) || r->progress == r->len)
+			return (ssize_t)r->progress;
+	}
+	if (n == -EAGAIN)
+		return n;
+	return afio_partial(r->progress, n);
 }
 
 /* ---- what the engines call ---- */

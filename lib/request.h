@@ -43,6 +43,7 @@ struct afio_req {
 	size_t len;		/* bytes, or the iovec count for READV/WRITEV */
 	uint64_t off;
 	ssize_t res;
+	size_t progress;	/* bytes moved so far by a request done in steps */
 	struct afio_ctx *ctx;
 	struct afio_engine *engine;	/* who owns it while HANDED */
 	int fd;
@@ -115,10 +116,19 @@ int afio_reqq_remove(struct afio_reqq *q, struct afio_req *r);
 /* Total bytes a READ/WRITE/READV/WRITEV request asks for. */
 size_t afio_req_bytes(const struct afio_req *r);
 
-/* RECV or SEND once on fd, without blocking and without SIGPIPE: bytes or
-   -errno (-EAGAIN when it would block).  fd is r->fd, or a backend's own
-   dup of it once the request is bound to the socket (see asyncfio(7)). */
-ssize_t afio_req_sock_nowait(const struct afio_req *r, int fd);
+/* What a request that stops with err after moving `progress` bytes
+   completes with: the bytes are the caller's to know of. */
+static inline ssize_t afio_partial(size_t progress, ssize_t err)
+{
+	return progress ? (ssize_t)progress : err;
+}
+
+/* RECV or SEND on fd without blocking and without SIGPIPE, from
+   r->progress on: the result, or -EAGAIN when it must wait for readiness
+   first (MSG_WAITALL may have moved some bytes already).  fd is r->fd, or
+   a backend's own dup of it once the request is bound to the socket (see
+   asyncfio(7)). */
+ssize_t afio_req_sock_nowait(struct afio_req *r, int fd);
 
 static inline int afio_op_is_socket(enum afio_op op)
 {

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -516,6 +517,169 @@ START_TEST(test_destroy_with_recv_pending)
 }
 END_TEST
 
+/* Refused at once, on every backend: nothing is queued. */
+START_TEST(test_sock_flags_refused)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done d = { 0 };
+	struct afio_stats st;
+	int sv[2], dg[2], sp[2];
+	char buf[16] = "";
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, dg), 0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], buf, sizeof(buf), MSG_DONTWAIT, tu_on_done, &d),
+			 -EINVAL);
+	ck_assert_int_eq(afio_send(ctx, sv[0], buf, sizeof(buf), MSG_DONTWAIT, tu_on_done, &d),
+			 -EINVAL);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], buf, sizeof(buf), MSG_WAITALL | MSG_PEEK,
+				   tu_on_done, &d), -EINVAL);
+	ck_assert_int_eq(afio_recv(ctx, dg[1], buf, sizeof(buf), MSG_WAITALL, tu_on_done, &d),
+			 -EINVAL);
+	ck_assert_int_eq(afio_recv(ctx, sp[1], buf, sizeof(buf), MSG_WAITALL, tu_on_done, &d),
+			 -EINVAL);
+	ck_assert_int_eq(afio_send(ctx, sp[0], buf, sizeof(buf), MSG_WAITALL, tu_on_done, &d),
+			 -EINVAL);
+	ck_assert_int_eq(afio_poll(ctx, 0, 0), 0);
+	ck_assert_int_eq(d.calls, 0);
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.submitted, 0);
+	afio_destroy(ctx);
+	for (int i = 0; i < 2; i++) {
+		close(sv[i]);
+		close(dg[i]);
+		close(sp[i]);
+	}
+}
+END_TEST
+
+/* MSG_WAITALL: the whole length, or what came before the end or a cancel. */
+START_TEST(test_recv_waitall)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done full = { 0 }, eof = { 0 }, cut = { 0 };
+	char in[16] = "";
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(write(sv[0], "abcd", 4), 4);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, 10, MSG_WAITALL, tu_on_done, &full), 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
+	ck_assert_int_eq(full.calls, 0);
+	ck_assert_int_eq(write(sv[0], "efg", 3), 3);
+	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
+	ck_assert_int_eq(write(sv[0], "hijk", 4), 4);
+	tu_wait_done(ctx, &full);
+	ck_assert_int_eq(full.res, 10);
+	ck_assert(!memcmp(in, "abcdefghij", 10));
+
+	/* "k" is still there; the peer goes before the rest comes. */
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, 10, MSG_WAITALL, tu_on_done, &cut), 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
+	ck_assert_int_eq(afio_cancel(ctx, &cut), 1);
+	tu_wait_done(ctx, &cut);
+	/* Older kernels drop what io_uring had received at a cancel. */
+	if (!(target_backend == AFIO_BACKEND_IO_URING && cut.res == -ECANCELED)) {
+		ck_assert_int_eq(cut.res, 1);
+		ck_assert_int_eq(in[0], 'k');
+	}
+
+	ck_assert_int_eq(write(sv[0], "xy", 2), 2);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, 10, MSG_WAITALL, tu_on_done, &eof), 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
+	close(sv[0]);
+	tu_wait_done(ctx, &eof);
+	ck_assert_int_eq(eof.res, 2);
+	ck_assert(!memcmp(in, "xy", 2));
+	afio_destroy(ctx);
+	close(sv[1]);
+}
+END_TEST
+
+#define WAITALL_SEND (256u << 10)
+
+/* A send larger than the socket buffer goes out whole with MSG_WAITALL,
+   while the peer reads slowly. */
+START_TEST(test_send_waitall)
+{
+	unsigned char *out = malloc(WAITALL_SEND), *back = malloc(WAITALL_SEND);
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done s = { 0 };
+	unsigned seed = 99;
+	int sv[2], small = 4096;
+	size_t got = 0;
+	ssize_t n;
+
+	ck_assert_ptr_nonnull(out);
+	ck_assert_ptr_nonnull(back);
+	fill_random(out, WAITALL_SEND, &seed);
+	tu_socketpair(sv);
+	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	ck_assert_int_eq(afio_send(ctx, sv[0], out, WAITALL_SEND, MSG_WAITALL, tu_on_done, &s), 0);
+	while (!s.calls || (s.res > 0 && got < (size_t)s.res)) {
+		ck_assert_int_ge(afio_poll(ctx, 0, s.calls ? 0 : 5), 0);
+		n = recv(sv[1], back + got, 8192, MSG_DONTWAIT);
+		if (n > 0)
+			got += (size_t)n;
+		else
+			ck_assert_msg(n < 0 && errno == EAGAIN, "recv: %zd %s", n, strerror(errno));
+		ck_assert_uint_le(got, WAITALL_SEND);
+	}
+	ck_assert_int_eq(s.calls, 1);
+	ck_assert_int_eq(s.res, WAITALL_SEND);
+	ck_assert(!memcmp(out, back, WAITALL_SEND));
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+	free(out);
+	free(back);
+}
+END_TEST
+
+static volatile sig_atomic_t sigpipes;
+
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
+
+/* Counts SIGPIPE in sigpipes, from 0, until restore_sigpipe(old). */
+static void count_sigpipes(struct sigaction *old)
+{
+	struct sigaction sa = { .sa_handler = on_sigpipe };
+
+	ck_assert_int_eq(sigaction(SIGPIPE, &sa, old), 0);
+	sigpipes = 0;
+}
+
+static void restore_sigpipe(const struct sigaction *old)
+{
+	ck_assert_int_eq(sigaction(SIGPIPE, old, NULL), 0);
+}
+
+/* A send to a closed peer is -EPIPE everywhere, never SIGPIPE. */
+START_TEST(test_send_closed_peer)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done s = { 0 };
+	struct sigaction old;
+	int sv[2];
+
+	count_sigpipes(&old);
+	tu_socketpair(sv);
+	close(sv[1]);
+	ck_assert_int_eq(afio_send(ctx, sv[0], "x", 1, 0, tu_on_done, &s), 0);
+	tu_wait_done(ctx, &s);
+	ck_assert_int_eq(s.res, -EPIPE);
+	ck_assert_int_eq(sigpipes, 0);
+	afio_destroy(ctx);
+	close(sv[0]);
+	restore_sigpipe(&old);
+}
+END_TEST
+
 /* ---- queue limits, eventfd, volume, stats ---- */
 
 START_TEST(test_full_queue)
@@ -738,6 +902,10 @@ static Suite *contract_suite(void)
 	tcase_add_test(sockets, test_cancel_queued);
 	tcase_add_test(sockets, test_destroy_with_recv_pending);
 	tcase_add_test(sockets, test_destroy_leaks_nothing);
+	tcase_add_test(sockets, test_sock_flags_refused);
+	tcase_add_test(sockets, test_recv_waitall);
+	tcase_add_test(sockets, test_send_waitall);
+	tcase_add_test(sockets, test_send_closed_peer);
 	tcase_add_test(queue, test_full_queue);
 	tcase_add_test(queue, test_eventfd);
 	tcase_add_test(queue, test_many_reads);
