@@ -96,7 +96,10 @@ AFIO_API const char *afio_mode_name(enum afio_mode m);
 AFIO_API int afio_backend_parse(const char *name, enum afio_backend *b);
 AFIO_API int afio_mode_parse(const char *name, enum afio_mode *m);
 
-/* Queue a request.  Nothing reaches the kernel before afio_submit() or
+/* Queue a request.  afio_read() and friends are for files and block
+   devices; on a pipe or socket io_uring reads or writes it as read(2) and
+   write(2) would, the other backends give -ESPIPE (afio_read(3)).
+   Nothing reaches the kernel before afio_submit() or
    afio_poll().  -EAGAIN when `entries` requests are queued or in flight,
    -EINVAL for a NULL buffer, iovec or callback, a negative or too large
    iovec count, a length over SSIZE_MAX or an offset over INT64_MAX,

@@ -6,6 +6,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "asyncfio.h"
@@ -637,6 +639,74 @@ START_TEST(test_send_waitall)
 }
 END_TEST
 
+/* ---- pipes and sockets through afio_read()/afio_write() ---- */
+
+/*
+ * Whether a read or write on a pipe or socket ran in the io_uring kernel
+ * code, which does it as read(2)/write(2) would and ignores the offset.
+ * The pool and libaio do pread(2)/pwrite(2), which refuse it: -ESPIPE.
+ * io_uring hands the pool only opcodes its kernel lacks.
+ */
+static bool ran_as_stream(afio_ctx *ctx, uint64_t fallbacks_before)
+{
+	struct afio_stats st;
+
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	return target_backend == AFIO_BACKEND_IO_URING && st.fallbacks == fallbacks_before;
+}
+
+static uint64_t fallbacks(afio_ctx *ctx)
+{
+	struct afio_stats st;
+
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	return st.fallbacks;
+}
+
+START_TEST(test_read_pipe_and_socket)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done p = { 0 }, s = { 0 }, empty = { 0 };
+	char buf[8] = "";
+	int pp[2], sv[2];
+	uint64_t fb;
+
+	ck_assert_int_eq(pipe2(pp, O_CLOEXEC), 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(write(pp[1], "abc", 3), 3);
+	ck_assert_int_eq(write(sv[0], "z", 1), 1);
+
+	fb = fallbacks(ctx);
+	ck_assert_int_eq(afio_read(ctx, pp[0], buf, 3, 4096, tu_on_done, &p), 0);
+	tu_wait_done(ctx, &p);
+	if (ran_as_stream(ctx, fb)) {
+		ck_assert_int_eq(p.res, 3);
+		ck_assert(!memcmp(buf, "abc", 3));
+	} else {
+		ck_assert_int_eq(p.res, -ESPIPE);
+	}
+
+	fb = fallbacks(ctx);
+	ck_assert_int_eq(afio_read(ctx, sv[1], buf, 1, 0, tu_on_done, &s), 0);
+	tu_wait_done(ctx, &s);
+	ck_assert_int_eq(s.res, ran_as_stream(ctx, fb) ? 1 : -ESPIPE);
+
+	/* io_uring waits for data on an empty pipe, as read(2): cancel it. */
+	fb = fallbacks(ctx);
+	ck_assert_int_eq(afio_read(ctx, pp[0], buf, 3, 0, tu_on_done, &empty), 0);
+	afio_poll(ctx, 1, 50);
+	if (!empty.calls)
+		ck_assert_int_eq(afio_cancel(ctx, &empty), 1);
+	tu_wait_done(ctx, &empty);
+	ck_assert_int_eq(empty.res, ran_as_stream(ctx, fb) ? -ECANCELED : -ESPIPE);
+	afio_destroy(ctx);
+	for (int i = 0; i < 2; i++) {
+		close(pp[i]);
+		close(sv[i]);
+	}
+}
+END_TEST
+
 static volatile sig_atomic_t sigpipes;
 
 static void on_sigpipe(int sig)
@@ -658,6 +728,55 @@ static void restore_sigpipe(const struct sigaction *old)
 {
 	ck_assert_int_eq(sigaction(SIGPIPE, old, NULL), 0);
 }
+
+/* RWF_NOSIGNAL (Linux 6.18) keeps a write to a pipe without a reader from
+   raising SIGPIPE; older kernels refuse the flag. */
+static bool kernel_has_rwf_nosignal(void)
+{
+	struct iovec iov = { .iov_base = "", .iov_len = 1 };
+	int p[2];
+	bool ok;
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+	ok = pwritev2(p[1], &iov, 1, -1, 0x100) == 1;
+	close(p[0]);
+	close(p[1]);
+	return ok;
+}
+
+/*
+ * A write to a pipe whose reader has gone: -EPIPE from io_uring, -ESPIPE
+ * from the others.  io_uring on a kernel without RWF_NOSIGNAL also raises
+ * SIGPIPE in the submitting thread, which the documentation tells
+ * programs to ignore; here a handler counts it.
+ */
+START_TEST(test_write_widowed_pipe)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done w = { 0 };
+	struct sigaction old;
+	int pp[2];
+	uint64_t fb;
+
+	count_sigpipes(&old);
+	ck_assert_int_eq(pipe2(pp, O_CLOEXEC), 0);
+	close(pp[0]);
+	fb = fallbacks(ctx);
+	ck_assert_int_eq(afio_write(ctx, pp[1], "x", 1, 0, tu_on_done, &w), 0);
+	tu_wait_done(ctx, &w);
+	if (ran_as_stream(ctx, fb)) {
+		ck_assert_int_eq(w.res, -EPIPE);
+		if (kernel_has_rwf_nosignal())
+			ck_assert_int_eq(sigpipes, 0);
+	} else {
+		ck_assert_int_eq(w.res, -ESPIPE);
+		ck_assert_int_eq(sigpipes, 0);
+	}
+	afio_destroy(ctx);
+	close(pp[1]);
+	restore_sigpipe(&old);
+}
+END_TEST
 
 /* A send to a closed peer is -EPIPE everywhere, never SIGPIPE. */
 START_TEST(test_send_closed_peer)
@@ -906,6 +1025,8 @@ static Suite *contract_suite(void)
 	tcase_add_test(sockets, test_recv_waitall);
 	tcase_add_test(sockets, test_send_waitall);
 	tcase_add_test(sockets, test_send_closed_peer);
+	tcase_add_test(sockets, test_read_pipe_and_socket);
+	tcase_add_test(sockets, test_write_widowed_pipe);
 	tcase_add_test(queue, test_full_queue);
 	tcase_add_test(queue, test_eventfd);
 	tcase_add_test(queue, test_many_reads);
