@@ -14,13 +14,15 @@
  * stays at the head of the core's queue until a reap made room, and the
  * kernel keeps completions that do not fit the CQ on its overflow list
  * (IORING_FEAT_NODROP) until we reap; without NODROP (before 5.5) we never
- * have more requests in the ring than the CQ holds.
+ * have more requests in the ring than the CQ holds.  With SQPOLL a full SQ
+ * is waited out instead, since no reap need come (wait_sq_room()).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -360,6 +362,35 @@ static int push_sq(struct uring *u)
 	return ret < 0 ? ret : 0;
 }
 
+static bool cq_overflowed(const struct uring *u)
+{
+	return IO_URING_READ_ONCE(*u->ring.sq.kflags) & IORING_SQ_CQ_OVERFLOW;
+}
+
+/*
+ * SQPOLL: a full SQ only means that the SQ thread has not taken the entries
+ * yet, and once it has, nothing would send what we left behind: no CQE need
+ * follow to wake an application that sleeps on the eventfd.  So wait for
+ * room, as a submitter without SQPOLL waits in io_uring_enter.  Not while
+ * completions wait on the overflow list: some 5.x kernels take no SQE then
+ * until they are reaped, and they have made the eventfd readable.
+ */
+static int wait_sq_room(struct uring *u)
+{
+	int ret;
+
+	while (!io_uring_sq_space_left(&u->ring)) {
+		if (cq_overflowed(u))
+			return -EBUSY;
+		ret = io_uring_sqring_wait(&u->ring);
+		if (ret == -EINVAL)
+			sched_yield();	/* no IORING_ENTER_SQ_WAIT before 5.10 */
+		else if (ret < 0 && ret != -EINTR)
+			return ret;
+	}
+	return 0;
+}
+
 /* A free SQE, submitting what is queued to make room; NULL when the
    kernel takes no more for now. */
 static struct io_uring_sqe *get_sqe(struct uring *u)
@@ -369,6 +400,8 @@ static struct io_uring_sqe *get_sqe(struct uring *u)
 	if (sqe)
 		return sqe;
 	if (push_sq(u))
+		return NULL;
+	if ((u->flags & IORING_SETUP_SQPOLL) && wait_sq_room(u))
 		return NULL;
 	return io_uring_get_sqe(&u->ring);
 }

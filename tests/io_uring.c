@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The io_uring backend: many more requests than ring entries, the probe and
- * AUTO under a seccomp filter, the eventfd with completions pending, thread
- * hand-over, and requests routed to the thread pool when the kernel cannot
- * say which opcodes it has.  Run per mode (argv); skipped where io_uring
- * does not probe as available.
+ * The io_uring backend: many more requests than ring entries (with SQPOLL
+ * too, driven by the eventfd alone), the probe and AUTO under a seccomp
+ * filter, the eventfd with completions pending, thread hand-over, and
+ * requests routed to the thread pool when the kernel cannot say which
+ * opcodes it has.  Run per mode (argv); skipped where io_uring does not
+ * probe as available.
  */
 #include <check.h>
 #include <errno.h>
@@ -512,6 +513,89 @@ START_TEST(test_sqpoll)
 }
 END_TEST
 
+/*
+ * SQPOLL with a one-entry SQ: each request fills it until the SQ thread has
+ * taken it.  The application below sleeps only on the eventfd and calls
+ * afio_poll(ctx, 0, 0) when it is readable, as an event loop does; what the
+ * library accepted must reach the kernel all the same.
+ */
+#define TINY_RING	1
+#define WAITERS		16
+#define SILENCE_MS	10000	/* far more than needed: the eventfd was lost */
+
+/* False when the eventfd stayed silent for SILENCE_MS before d completed. */
+static bool evloop_until(afio_ctx *ctx, const struct tu_done *d)
+{
+	int efd = afio_eventfd(ctx);
+
+	while (!d->calls) {
+		if (!readable(efd, SILENCE_MS))
+			return false;
+		ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	}
+	return true;
+}
+
+struct waiters {
+	afio_ctx *ctx;
+	struct tu_done d[WAITERS];
+	char in[WAITERS][4];
+	int sv[WAITERS][2];
+};
+
+/* WAITERS recvs on sockets nobody writes to yet, submitted at once. */
+static void start_waiters(struct waiters *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->ctx = ring_ctx_flags(WAITERS, TINY_RING, AFIO_SQPOLL);
+	afio_eventfd(w->ctx);
+	for (int i = 0; i < WAITERS; i++) {
+		tu_socketpair(w->sv[i]);
+		ck_assert_int_eq(afio_recv(w->ctx, w->sv[i][1], w->in[i], sizeof(w->in[i]), 0,
+					   tu_on_done, &w->d[i]), 0);
+	}
+	ck_assert_int_gt(afio_submit(w->ctx), 0);
+}
+
+/* Destroy cancels the rest: every recv completes exactly once. */
+static void end_waiters(struct waiters *w)
+{
+	afio_destroy(w->ctx);
+	for (int i = 0; i < WAITERS; i++) {
+		ck_assert_int_eq(w->d[i].calls, 1);
+		close(w->sv[i][0]);
+		close(w->sv[i][1]);
+	}
+}
+
+/* Only the last recv gets data: no earlier completion wakes the loop. */
+START_TEST(test_sqpoll_full_sq_request)
+{
+	static struct waiters w;
+
+	start_waiters(&w);
+	ck_assert_int_eq(write(w.sv[WAITERS - 1][0], "last", 4), 4);
+	ck_assert_msg(evloop_until(w.ctx, &w.d[WAITERS - 1]),
+		      "the last recv never reached the kernel");
+	ck_assert_int_eq(w.d[WAITERS - 1].res, 4);
+	ck_assert_int_eq(memcmp(w.in[WAITERS - 1], "last", 4), 0);
+	end_waiters(&w);
+}
+END_TEST
+
+/* The first recv is in the ring, so its cancel needs an SQE of its own. */
+START_TEST(test_sqpoll_full_sq_cancel)
+{
+	static struct waiters w;
+
+	start_waiters(&w);
+	ck_assert_int_eq(afio_cancel(w.ctx, &w.d[0]), 1);
+	ck_assert_msg(evloop_until(w.ctx, &w.d[0]), "the cancel never reached the kernel");
+	ck_assert_int_eq(w.d[0].res, -ECANCELED);
+	end_waiters(&w);
+}
+END_TEST
+
 /* ---- cancel ---- */
 
 /* A recv nobody answers, canceled among many that finish: exactly one
@@ -639,6 +723,8 @@ static Suite *io_uring_suite(void)
 	tcase_add_test(threads, test_created_on_another_thread);
 	tcase_add_test(threads, test_reaped_on_another_thread);
 	tcase_add_test(rings, test_sqpoll);
+	tcase_add_test(rings, test_sqpoll_full_sq_request);
+	tcase_add_test(rings, test_sqpoll_full_sq_cancel);
 	tcase_add_test(cancel, test_cancel_with_full_ring);
 	tcase_add_test(cancel, test_destroy_cancels_in_ring);
 	tcase_set_timeout(rings, 300);
