@@ -94,6 +94,7 @@ struct uring {
 	struct io_uring ring;
 	struct afio_req **reqs;		/* by slot index, while in the ring */
 	uint64_t *cancels;		/* user_data to cancel, waiting for an SQE */
+	bool *cancel_waits;		/* by slot index: its request is in cancels */
 	unsigned ncancels;
 	unsigned nslots;
 	unsigned flags;			/* setup flags in force */
@@ -281,6 +282,14 @@ static uint64_t ud_of(const struct afio_req *r)
 	return (uint64_t)r->gen << 32 | r->index;
 }
 
+/* Whether the request ud names is still ours in the ring. */
+static bool in_ring(const struct uring *u, uint64_t ud)
+{
+	const struct afio_req *r = u->reqs[(uint32_t)ud];
+
+	return r && r->gen == (uint32_t)(ud >> 32);
+}
+
 static unsigned clamp_len(size_t len)
 {
 	/* The SQE length is 32 bits; the kernel moves at most MAX_RW anyway,
@@ -406,19 +415,24 @@ static struct io_uring_sqe *get_sqe(struct uring *u)
 	return io_uring_get_sqe(&u->ring);
 }
 
-/* Turns waiting cancels into SQEs, oldest first. */
+/* Turns waiting cancels into SQEs, oldest first; those whose request has
+   finished meanwhile are dropped. */
 static void push_cancels(struct uring *u)
 {
+	struct io_uring_sqe *sqe;
 	unsigned done = 0;
+	uint64_t ud;
 
-	while (done < u->ncancels) {
-		struct io_uring_sqe *sqe = get_sqe(u);
-
+	for (; done < u->ncancels; done++) {
+		ud = u->cancels[done];
+		if (!in_ring(u, ud))
+			continue;
+		sqe = get_sqe(u);
 		if (!sqe)
 			break;
-		io_uring_prep_cancel64(sqe, u->cancels[done], 0);
-		io_uring_sqe_set_data64(sqe, u->cancels[done] | UD_CANCEL);
-		done++;
+		io_uring_prep_cancel64(sqe, ud, 0);
+		io_uring_sqe_set_data64(sqe, ud | UD_CANCEL);
+		u->cancel_waits[(uint32_t)ud] = false;
 	}
 	u->ncancels -= done;
 	memmove(u->cancels, u->cancels + done, u->ncancels * sizeof(*u->cancels));
@@ -483,6 +497,7 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 	if (!r || r->gen != (uint32_t)(ud >> 32))
 		return;
 	u->reqs[index] = NULL;
+	u->cancel_waits[index] = false;
 	/* A canceled socket request that io-wq had started ends with -EINTR. */
 	if (r->cancel && res == -EINTR)
 		res = -ECANCELED;
@@ -574,15 +589,9 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 
 /* ---- cancel ---- */
 
-static bool in_ring(const struct uring *u, uint64_t ud)
-{
-	const struct afio_req *r = u->reqs[(uint32_t)ud];
-
-	return r && r->gen == (uint32_t)(ud >> 32);
-}
-
 /* A full list holds at least one cancel whose request has finished (each
-   request in the ring has one at most): make room by dropping those. */
+   request in the ring has one at most, see queue_cancel()): make room by
+   dropping those. */
 static void drop_stale_cancels(struct uring *u)
 {
 	unsigned kept = 0;
@@ -593,11 +602,19 @@ static void drop_stale_cancels(struct uring *u)
 	u->ncancels = kept;
 }
 
+/* ud is in the ring.  A second cancel for it while one waits would ask
+   nothing new, and could overflow the list: recancel() and
+   cancel_answered() may both ask for one request. */
 static void queue_cancel(struct uring *u, uint64_t ud)
 {
+	uint32_t index = (uint32_t)ud;
+
+	if (u->cancel_waits[index])
+		return;
 	if (u->ncancels == u->nslots)
 		drop_stale_cancels(u);
 	u->cancels[u->ncancels++] = ud;
+	u->cancel_waits[index] = true;
 }
 
 /* Whether r, once running in io-wq, may go on to wait by poll: anything but
@@ -651,6 +668,7 @@ static void free_uring(struct uring *u)
 {
 	free(u->reqs);
 	free(u->cancels);
+	free(u->cancel_waits);
 	free(u);
 }
 
@@ -680,7 +698,8 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 	u->nslots = afio_ctx_entries(e->ctx);
 	u->reqs = calloc(u->nslots, sizeof(*u->reqs));
 	u->cancels = calloc(u->nslots, sizeof(*u->cancels));
-	if (!u->reqs || !u->cancels) {
+	u->cancel_waits = calloc(u->nslots, sizeof(*u->cancel_waits));
+	if (!u->reqs || !u->cancels || !u->cancel_waits) {
 		free_uring(u);
 		return -ENOMEM;
 	}

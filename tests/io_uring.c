@@ -687,6 +687,42 @@ START_TEST(test_cancel_racing_io_wq)
 }
 END_TEST
 
+/*
+ * Two recvs canceled together, over and over, with SQPOLL: a cancel
+ * answered -EALREADY or -ENOENT is asked again, and asks may also come
+ * while an earlier one for the same recv still waits for an SQE.  The list
+ * of waiting cancels has room for one per request; a second one for the
+ * same recv would run past it (AddressSanitizer shows it in the ASAN
+ * build; before the fix HYBRID hit it in about half the runs).
+ */
+#define PAIR_RACES 5000
+
+START_TEST(test_cancel_pairs_racing_io_wq)
+{
+	afio_ctx *ctx = ring_ctx_flags(2, 4, AFIO_SQPOLL);
+	int sv[2];
+	char in[2][4];
+
+	tu_socketpair(sv);
+	for (int i = 0; i < PAIR_RACES; i++) {
+		struct tu_done d = { 0 };
+
+		for (int k = 0; k < 2; k++)
+			ck_assert_int_eq(afio_recv(ctx, sv[1], in[k], sizeof(in[k]), 0,
+						   tu_on_done, &d), 0);
+		ck_assert_int_ge(afio_submit(ctx), 0);
+		ck_assert_int_eq(afio_cancel(ctx, &d), 2);
+		while (d.calls < 2)
+			ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
+		ck_assert_int_eq(d.calls, 2);
+		ck_assert_int_eq(d.res, -ECANCELED);
+	}
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 /* ---- setup ---- */
 
 START_TEST(test_describe_and_no_sqpoll_by_default)
@@ -734,6 +770,7 @@ static Suite *io_uring_suite(void)
 	tcase_set_timeout(cancel, 300);
 	/* Far more than the race needs: past it, a request was lost. */
 	tcase_add_loop_test(race, test_cancel_racing_io_wq, 0, 2);
+	tcase_add_test(race, test_cancel_pairs_racing_io_wq);
 	tcase_set_timeout(race, 60);
 	suite_add_tcase(s, rings);
 	suite_add_tcase(s, probe);
