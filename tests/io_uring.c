@@ -61,6 +61,13 @@ static bool readable(int fd, int timeout_ms)
 	return poll(&pfd, 1, timeout_ms) == 1 && (pfd.revents & POLLIN);
 }
 
+static void destroy_with_pair(afio_ctx *ctx, int sv[2])
+{
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static unsigned char pattern(size_t i)
 {
 	return (unsigned char)(i * 7 + i / 251);
@@ -388,9 +395,7 @@ START_TEST(test_eventfd_socket_completion)
 		ck_assert_int_ge(afio_poll(ctx, 1, -1), 0);
 	ck_assert_int_eq(d.res, 5);
 	ck_assert_int_eq(memcmp(in, "hello", 5), 0);
-	afio_destroy(ctx);
-	close(sv[0]);
-	close(sv[1]);
+	destroy_with_pair(ctx, sv);
 }
 END_TEST
 
@@ -507,9 +512,7 @@ START_TEST(test_sqpoll)
 	tu_drain(ctx);
 	ck_assert_int_eq(r.calls, 1);
 	ck_assert_int_eq(r.res, -ECANCELED);
-	afio_destroy(ctx);
-	close(sv[0]);
-	close(sv[1]);
+	destroy_with_pair(ctx, sv);
 }
 END_TEST
 
@@ -681,9 +684,7 @@ START_TEST(test_cancel_racing_io_wq)
 		ck_assert_int_eq(d.calls, 1);
 		ck_assert_int_eq(d.res, -ECANCELED);
 	}
-	afio_destroy(ctx);
-	close(sv[0]);
-	close(sv[1]);
+	destroy_with_pair(ctx, sv);
 }
 END_TEST
 
@@ -717,9 +718,7 @@ START_TEST(test_cancel_pairs_racing_io_wq)
 		ck_assert_int_eq(d.calls, 2);
 		ck_assert_int_eq(d.res, -ECANCELED);
 	}
-	afio_destroy(ctx);
-	close(sv[0]);
-	close(sv[1]);
+	destroy_with_pair(ctx, sv);
 }
 END_TEST
 
