@@ -19,10 +19,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
