@@ -732,6 +732,19 @@ static void uring_exit(struct afio_engine *e)
 	e->priv = NULL;
 }
 
+/*
+ * In a child of fork() the ring is the parent's.  io_uring_queue_exit()
+ * does no more than unmap this process's view of it and close this
+ * process's copy of the fd (it would also unregister a registered ring
+ * fd, which we never register): no io_uring_enter, nothing the parent's
+ * requests notice.  Left mapped, the view would keep the ring's memory
+ * alive after the parent closed it.
+ */
+static void uring_forget(struct afio_engine *e)
+{
+	uring_exit(e);
+}
+
 /* "SQPOLL|COOP_TASKRUN|..." into buf, which is large enough for all. */
 static void flag_names(unsigned flags, char *buf, size_t len)
 {
@@ -774,6 +787,7 @@ const struct afio_backend_ops afio_backend_io_uring = {
 	.probe = uring_probe,
 	.init = uring_init,
 	.exit = uring_exit,
+	.forget = uring_forget,
 	.submit = uring_submit,
 	.reap = uring_reap,
 	.wait = uring_wait,

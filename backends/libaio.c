@@ -717,15 +717,20 @@ static int libaio_probe(const struct afio_config *cfg, char *reason, size_t len)
 	return 0;
 }
 
-static void free_laio(struct laio *a)
+static void free_laio_mem(struct laio *a)
 {
-	if (a->io)
-		io_destroy(a->io);
 	free(a->slots);
 	free(a->batch);
 	free(a->batch_req);
 	free(a->events);
 	free(a);
+}
+
+static void free_laio(struct laio *a)
+{
+	if (a->io)
+		io_destroy(a->io);
+	free_laio_mem(a);
 }
 
 static int libaio_init(struct afio_engine *e, const struct afio_config *cfg,
@@ -767,6 +772,15 @@ static void libaio_exit(struct afio_engine *e)
 	e->priv = NULL;
 }
 
+/* An AIO context belongs to the memory map that set it up: a child of
+   fork() has no mapping of its ring and its io_destroy() would not find
+   it.  The parent's requests go on there; only the memory goes here. */
+static void libaio_forget(struct afio_engine *e)
+{
+	free_laio_mem(e->priv);
+	e->priv = NULL;
+}
+
 static int libaio_describe(const struct afio_engine *e, char *buf, size_t len)
 {
 	const struct laio *a = e->priv;
@@ -788,6 +802,7 @@ const struct afio_backend_ops afio_backend_libaio = {
 	.probe = libaio_probe,
 	.init = libaio_init,
 	.exit = libaio_exit,
+	.forget = libaio_forget,
 	.submit = libaio_submit,
 	.reap = libaio_reap,
 	.cancel = libaio_cancel,

@@ -654,7 +654,7 @@ static void stop_threads(struct pool *p, unsigned started)
 	}
 }
 
-static void free_pool(struct pool *p)
+static void close_pool_fds(struct pool *p)
 {
 	for (unsigned i = 0; p->workers && i < p->nworkers; i++)
 		if (p->workers[i].wakefd >= 0)
@@ -663,11 +663,21 @@ static void free_pool(struct pool *p)
 		close(p->poller_wake);
 	if (p->epfd >= 0)
 		close(p->epfd);
-	pthread_cond_destroy(&p->cond);
-	pthread_mutex_destroy(&p->lock);
+}
+
+static void free_pool_mem(struct pool *p)
+{
 	free(p->workers);
 	free(p->slots);
 	free(p);
+}
+
+static void free_pool(struct pool *p)
+{
+	close_pool_fds(p);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	free_pool_mem(p);
 }
 
 static int start_workers(struct pool *p, char *reason, size_t len)
@@ -754,6 +764,24 @@ static void threads_exit(struct afio_engine *e)
 	e->priv = NULL;
 }
 
+/*
+ * A child of fork() has none of the workers or the poller.  They may have
+ * held the lock or waited on the condition variable when the copy was
+ * taken, so neither is touched (pthread_cond_destroy would wait for those
+ * waiters).  The dups of armed sockets stay open (they are O_CLOEXEC): a
+ * slot copied while the poller held the lock may name one it had already
+ * closed, a number the child may since have reused.  The other fds live as
+ * long as the pool.
+ */
+static void threads_forget(struct afio_engine *e)
+{
+	struct pool *p = e->priv;
+
+	close_pool_fds(p);
+	free_pool_mem(p);
+	e->priv = NULL;
+}
+
 static int threads_probe(const struct afio_config *cfg, char *reason, size_t len)
 {
 	(void)cfg;
@@ -775,6 +803,7 @@ const struct afio_backend_ops afio_backend_threads = {
 	.probe = threads_probe,
 	.init = threads_init,
 	.exit = threads_exit,
+	.forget = threads_forget,
 	.submit = threads_submit,
 	.reap = threads_reap,
 	.arm = threads_arm,

@@ -44,6 +44,15 @@ struct afio_backend_ops {
 	void (*exit)(struct afio_engine *e);
 
 	/*
+	 * Instead of exit, in a child of fork(): the kernel objects and
+	 * threads are the parent's, still in use there, and requests may be
+	 * in flight.  Free this process's memory and close its copies of
+	 * the fds the engine can name with certainty; touch nothing shared
+	 * and wait for nothing.
+	 */
+	void (*forget)(struct afio_engine *e);
+
+	/*
 	 * Take requests from the head of q and start them; leave at the head
 	 * what cannot go now (a full kernel queue), to be retried after a reap.
 	 * A request the engine cannot do well goes to afio_route_to_pool();
