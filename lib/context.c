@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Context life cycle: configuration, backend choice, slots, teardown. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,29 @@
 #define AFIO_MAX_ENTRIES	(1u << 20)
 #define AFIO_MAX_THREADS	1024
 #define AFIO_KNOWN_FLAGS	(AFIO_NO_FALLBACK | AFIO_SQPOLL)
+
+atomic_uint afio_fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static int fork_watch_err;
+
+/* Runs in the child, where only the thread that forked exists. */
+static void on_fork_child(void)
+{
+	atomic_fetch_add_explicit(&afio_fork_gen, 1, memory_order_relaxed);
+}
+
+static void register_fork_handler(void)
+{
+	fork_watch_err = -pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+/* Once per process, not per context: handlers cannot be unregistered, and
+   a child inherits its parent's. */
+static int watch_forks(void)
+{
+	pthread_once(&fork_once, register_fork_handler);
+	return fork_watch_err;
+}
 
 void afio_config_init(struct afio_config *cfg)
 {
@@ -101,7 +125,10 @@ int afio_create(afio_ctx **out, const struct afio_config *cfg)
 	afio_reqq_init(&ctx->to_pool);
 	ctx->evfd = -1;
 
-	ret = apply_env(&ctx->cfg);
+	ret = watch_forks();
+	ctx->fork_gen = atomic_load_explicit(&afio_fork_gen, memory_order_relaxed);
+	if (!ret)
+		ret = apply_env(&ctx->cfg);
 	if (!ret)
 		ret = check_config(&ctx->cfg);
 	if (!ret)
@@ -138,8 +165,10 @@ enum afio_mode afio_mode(const afio_ctx *ctx)
 
 int afio_eventfd(afio_ctx *ctx)
 {
-	if (!ctx)
-		return -EINVAL;
+	int ret = afio_ctx_check(ctx);
+
+	if (ret)
+		return ret;
 	if (!ctx->evfd_exported)
 		afio_export_eventfd(ctx);
 	return ctx->evfd;
@@ -170,8 +199,11 @@ const char *afio_skip_reason(const afio_ctx *ctx, enum afio_backend b)
 int afio_describe(const afio_ctx *ctx, char *buf, size_t len)
 {
 	const struct afio_engine *e;
+	int ret = afio_ctx_check(ctx);
 
-	if (!ctx || !buf || !len)
+	if (ret)
+		return ret;
+	if (!buf || !len)
 		return -EINVAL;
 	e = &ctx->primary;
 	if (e->ops->describe)
@@ -181,29 +213,45 @@ int afio_describe(const afio_ctx *ctx, char *buf, size_t len)
 
 int afio_stats(const afio_ctx *ctx, struct afio_stats *st)
 {
-	if (!ctx || !st)
+	int ret = afio_ctx_check(ctx);
+
+	if (ret)
+		return ret;
+	if (!st)
 		return -EINVAL;
 	*st = ctx->st;
 	st->in_flight = ctx->st.submitted - ctx->st.completed;
 	return 0;
 }
 
-static void exit_engine(struct afio_engine *e)
+static void exit_engine(struct afio_engine *e, bool forked)
 {
-	if (e->ops)
+	if (e->ops && forked)
+		e->ops->forget(e);
+	else if (e->ops)
 		e->ops->exit(e);
 	e->ops = NULL;
 }
 
+/*
+ * In a child of fork() the requests in flight are the parent's, and so are
+ * the kernel objects and threads that carry them: they finish in the
+ * parent, and here no callback runs.  Only this process's copies go.
+ */
 void afio_destroy(afio_ctx *ctx)
 {
+	bool forked;
+
 	if (!ctx)
 		return;
-	ctx->closing = true;
-	afio_cancel_all(ctx);
-	afio_drain(ctx);
-	exit_engine(&ctx->pool);
-	exit_engine(&ctx->primary);
+	forked = afio_ctx_forked(ctx);
+	if (!forked) {
+		ctx->closing = true;
+		afio_cancel_all(ctx);
+		afio_drain(ctx);
+	}
+	exit_engine(&ctx->pool, forked);
+	exit_engine(&ctx->primary, forked);
 	close(ctx->evfd);
 	free(ctx->slots);
 	free(ctx);

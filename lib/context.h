@@ -2,6 +2,8 @@
 #ifndef AFIO_CONTEXT_H
 #define AFIO_CONTEXT_H
 
+#include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "asyncfio.h"
@@ -24,8 +26,30 @@ struct afio_ctx {
 	bool in_poll;
 	bool evfd_exported;		/* afio_eventfd() was called */
 	bool closing;
+	unsigned fork_gen;		/* afio_fork_gen when created */
 	char skip_reason[AFIO_BACKEND_MAX + 1][AFIO_REASON_LEN];
 };
+
+/* One more in each child of fork() than in its parent. */
+extern atomic_uint afio_fork_gen;
+
+/*
+ * A context made before fork() belongs to the parent: its kernel objects
+ * and threads are the parent's, and the child must not drive them.  A
+ * relaxed load and a compare, so that every call can afford it.
+ */
+static inline bool afio_ctx_forked(const struct afio_ctx *ctx)
+{
+	return ctx->fork_gen != atomic_load_explicit(&afio_fork_gen, memory_order_relaxed);
+}
+
+/* What every call on a context checks first. */
+static inline int afio_ctx_check(const struct afio_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	return afio_ctx_forked(ctx) ? -ECHILD : 0;
+}
 
 int afio_select_backend(struct afio_ctx *ctx);
 

@@ -90,6 +90,8 @@ static int check_common(afio_ctx *ctx, int fd, afio_cb cb)
 {
 	if (!ctx || !cb)
 		return -EINVAL;
+	if (afio_ctx_forked(ctx))
+		return -ECHILD;
 	if (fd < 0)
 		return -EBADF;
 	return 0;
@@ -353,8 +355,10 @@ static int flush(struct afio_ctx *ctx)
 
 int afio_submit(afio_ctx *ctx)
 {
-	if (!ctx)
-		return -EINVAL;
+	int ret = afio_ctx_check(ctx);
+
+	if (ret)
+		return ret;
 	return flush(ctx);
 }
 
@@ -473,8 +477,9 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 	unsigned ran = 0;
 	int ret, wait_ms;
 
-	if (!ctx)
-		return -EINVAL;
+	ret = afio_ctx_check(ctx);
+	if (ret)
+		return ret;
 	if (ctx->in_poll)
 		return -EBUSY;
 	ctx->in_poll = true;
@@ -521,10 +526,11 @@ static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
 
 int afio_cancel(afio_ctx *ctx, void *data)
 {
-	int n = 0;
+	int n = 0, ret;
 
-	if (!ctx)
-		return -EINVAL;
+	ret = afio_ctx_check(ctx);
+	if (ret)
+		return ret;
 	for (unsigned i = 0; i < ctx->cfg.entries; i++) {
 		struct afio_req *r = &ctx->slots[i];
 
