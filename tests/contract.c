@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "asyncfio.h"
@@ -998,12 +999,170 @@ START_TEST(test_destroy_leaks_nothing)
 }
 END_TEST
 
+/* ---- fork ---- */
+
+#define FORK_READS 4
+
+struct forked {
+	afio_ctx *ctx;
+	int fd;
+	int sock;
+	struct tu_done recv, fsync, reads[FORK_READS];
+};
+
+/* Every call on the parent's context, in the child: which did not give
+   -ECHILD (1-based), or 0. */
+static int child_calls(struct forked *f)
+{
+	char buf[64] = "";
+	struct iovec iov = { buf, sizeof(buf) };
+	struct tu_done d = { 0 };
+	struct afio_stats st;
+	int got[] = {
+		afio_read(f->ctx, f->fd, buf, sizeof(buf), 0, tu_on_done, &d),
+		afio_write(f->ctx, f->fd, buf, sizeof(buf), 0, tu_on_done, &d),
+		afio_readv(f->ctx, f->fd, &iov, 1, 0, tu_on_done, &d),
+		afio_writev(f->ctx, f->fd, &iov, 1, 0, tu_on_done, &d),
+		afio_fsync(f->ctx, f->fd, 0, tu_on_done, &d),
+		afio_recv(f->ctx, f->sock, buf, sizeof(buf), 0, tu_on_done, &d),
+		afio_send(f->ctx, f->sock, buf, sizeof(buf), 0, tu_on_done, &d),
+		afio_submit(f->ctx),
+		afio_poll(f->ctx, 1, 1000),
+		afio_cancel(f->ctx, &f->recv),
+		afio_eventfd(f->ctx),
+		afio_stats(f->ctx, &st),
+		afio_describe(f->ctx, buf, sizeof(buf)),
+	};
+
+	for (size_t i = 0; i < sizeof(got) / sizeof(got[0]); i++) {
+		if (got[i] != -ECHILD) {
+			fprintf(stderr, "child: call %zu gave %d, not -ECHILD\n", i + 1, got[i]);
+			return (int)i + 1;
+		}
+	}
+	return d.calls ? 20 : 0;
+}
+
+/* A context of the child's own works as anywhere. */
+static int child_own_ctx(int fd)
+{
+	struct afio_config cfg;
+	struct tu_done d = { 0 };
+	char buf[16];
+	afio_ctx *ctx;
+
+	afio_config_init(&cfg);
+	cfg.backend = target_backend;
+	cfg.mode = target_mode;
+	cfg.flags = AFIO_NO_FALLBACK;
+	if (afio_create(&ctx, &cfg))
+		return 30;
+	if (afio_read(ctx, fd, buf, sizeof(buf), 0, tu_on_done, &d))
+		return 31;
+	while (!d.calls)
+		if (afio_poll(ctx, 1, -1) < 0)
+			return 32;
+	afio_destroy(ctx);
+	return d.res == sizeof(buf) && !memcmp(buf, "0123456789abcdef", 16) ? 0 : 33;
+}
+
+/* Exits with 0, or with what went wrong; never returns. */
+static void run_child(struct forked *f)
+{
+	int ret;
+
+	/* A hang ends the child, not the test run. */
+	signal(SIGALRM, SIG_DFL);
+	alarm(30);
+	ret = child_calls(f);
+	if (ret)
+		_exit(ret);
+	/* The parent's requests are not the child's to complete. */
+	afio_destroy(f->ctx);
+	if (f->recv.calls || f->fsync.calls || f->reads[0].calls)
+		_exit(40);
+	_exit(child_own_ctx(f->fd));
+}
+
+static void wait_child(pid_t pid)
+{
+	int status;
+	pid_t ret;
+
+	do
+		ret = waitpid(pid, &status, 0);
+	while (ret < 0 && errno == EINTR);
+	ck_assert_int_eq(ret, pid);
+	ck_assert_msg(!WIFSIGNALED(status), "child killed by signal %d", WTERMSIG(status));
+	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "child exited with %d", WEXITSTATUS(status));
+}
+
+/*
+ * A context belongs to the process that made it.  In a child of fork()
+ * every call on it fails with -ECHILD and afio_destroy() returns without
+ * touching the parent's kernel objects or threads; the parent's requests,
+ * in flight across the fork, complete there once, and its context goes on.
+ */
+START_TEST(test_fork_child_gets_echild)
+{
+	struct forked f = { .ctx = new_ctx(0), .fd = new_file() };
+	struct tu_done again = { 0 }, more = { 0 };
+	char bufs[FORK_READS][16], in[16], buf[16];
+	int sv[2];
+	pid_t pid;
+
+	tu_socketpair(sv);
+	f.sock = sv[1];
+	ck_assert_int_eq(pwrite(f.fd, "0123456789abcdef", 16, 0), 16);
+	ck_assert_int_eq(afio_recv(f.ctx, sv[1], in, sizeof(in), 0, tu_on_done, &f.recv), 0);
+	ck_assert_int_eq(afio_fsync(f.ctx, f.fd, 0, tu_on_done, &f.fsync), 0);
+	for (int i = 0; i < FORK_READS; i++)
+		ck_assert_int_eq(afio_read(f.ctx, f.fd, bufs[i], 16, 0, tu_on_done, &f.reads[i]), 0);
+	ck_assert_int_eq(afio_submit(f.ctx), FORK_READS + 2);
+
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid)
+		run_child(&f);
+	wait_child(pid);
+
+	ck_assert_int_eq(write(sv[0], "ping", 4), 4);
+	tu_drain(f.ctx);
+	ck_assert_int_eq(f.recv.calls, 1);
+	ck_assert_int_eq(f.recv.res, 4);
+	ck_assert_int_eq(f.fsync.calls, 1);
+	ck_assert_int_eq(f.fsync.res, 0);
+	for (int i = 0; i < FORK_READS; i++) {
+		ck_assert_int_eq(f.reads[i].calls, 1);
+		ck_assert_int_eq(f.reads[i].res, 16);
+	}
+
+	/* And the parent's context does new work. */
+	ck_assert_int_ge(afio_eventfd(f.ctx), 0);
+	ck_assert_int_eq(afio_read(f.ctx, f.fd, buf, sizeof(buf), 0, tu_on_done, &again), 0);
+	ck_assert_int_eq(afio_recv(f.ctx, sv[1], in, sizeof(in), 0, tu_on_done, &more), 0);
+	ck_assert_int_eq(write(sv[0], "pong", 4), 4);
+	tu_wait_done(f.ctx, &again);
+	tu_wait_done(f.ctx, &more);
+	ck_assert_int_eq(again.res, 16);
+	ck_assert(!memcmp(buf, "0123456789abcdef", 16));
+	ck_assert_int_eq(more.res, 4);
+	ck_assert(!memcmp(in, "pong", 4));
+	afio_destroy(f.ctx);
+	close(f.fd);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *contract_suite(void)
 {
 	Suite *s = suite_create("contract");
 	TCase *files = tcase_create("files");
 	TCase *sockets = tcase_create("sockets");
 	TCase *queue = tcase_create("queue");
+	TCase *forks = tcase_create("fork");
 
 	tcase_add_test(files, test_write_read_random);
 	tcase_add_test(files, test_readv_writev);
@@ -1034,7 +1193,9 @@ static Suite *contract_suite(void)
 	tcase_add_test(queue, test_stats_balance);
 	suite_add_tcase(s, files);
 	suite_add_tcase(s, sockets);
+	tcase_add_test(forks, test_fork_child_gets_echild);
 	suite_add_tcase(s, queue);
+	suite_add_tcase(s, forks);
 	return s;
 }
 
