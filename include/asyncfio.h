@@ -5,7 +5,9 @@
  *
  * Conventions: calls that can fail return 0 (or a count) on success and
  * -errno on failure; nothing sets errno.  A context is used by one thread at
- * a time; use one context per thread.
+ * a time; use one context per thread.  A context belongs to the process
+ * that created it: in a child after fork() every call on it fails with
+ * -ECHILD, and afio_destroy() frees only the child's copy.
  */
 #ifndef ASYNCFIO_H
 #define ASYNCFIO_H
@@ -83,7 +85,8 @@ AFIO_API void afio_config_init(struct afio_config *cfg);
 AFIO_API int afio_create(afio_ctx **ctx, const struct afio_config *cfg);
 
 /* Cancels everything in flight, runs each pending callback exactly once
-   (-ECANCELED or its real result), then frees the context. */
+   (-ECANCELED or its real result), then frees the context.  In a child
+   after fork() it runs no callback: the requests are the parent's. */
 AFIO_API void afio_destroy(afio_ctx *ctx);
 
 AFIO_API enum afio_backend afio_backend(const afio_ctx *ctx);
