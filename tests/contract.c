@@ -1066,6 +1066,19 @@ static int child_own_ctx(int fd)
 	return d.res == sizeof(buf) && !memcmp(buf, "0123456789abcdef", 16) ? 0 : 33;
 }
 
+/*
+ * AddressSanitizer's allocator has no fork handlers: a lock that another
+ * thread held at fork() stays held in the child, and a child that frees or
+ * allocates may wait for it for good (glibc's malloc takes care of fork;
+ * POSIX promises a child of a threaded process only async-signal-safe
+ * calls).  There the child makes only the calls that fail at once.
+ */
+#ifdef __SANITIZE_ADDRESS__
+#define CHILD_MAY_ALLOCATE 0
+#else
+#define CHILD_MAY_ALLOCATE 1
+#endif
+
 /* Exits with 0, or with what went wrong; never returns. */
 static void run_child(struct forked *f)
 {
@@ -1075,7 +1088,7 @@ static void run_child(struct forked *f)
 	signal(SIGALRM, SIG_DFL);
 	alarm(30);
 	ret = child_calls(f);
-	if (ret)
+	if (ret || !CHILD_MAY_ALLOCATE)
 		_exit(ret);
 	/* The parent's requests are not the child's to complete. */
 	afio_destroy(f->ctx);
@@ -1115,14 +1128,6 @@ START_TEST(test_fork_child_gets_echild)
 	tu_socketpair(sv);
 	f.sock = sv[1];
 	ck_assert_int_eq(pwrite(f.fd, "0123456789abcdef", 16, 0), 16);
-	/* The sanitizers' allocator, unlike glibc's, is not fork-safe while a
-	   new thread sets itself up (a lock it held stays held in the child):
-	   start the pool (libaio starts it on first use) and let its threads
-	   get going before the fork. */
-	ck_assert_int_eq(afio_read(f.ctx, f.fd, buf, sizeof(buf), 0, tu_on_done, &again), 0);
-	tu_wait_done(f.ctx, &again);
-	again.calls = 0;
-	usleep(100 * 1000);
 	ck_assert_int_eq(afio_recv(f.ctx, sv[1], in, sizeof(in), 0, tu_on_done, &f.recv), 0);
 	ck_assert_int_eq(afio_fsync(f.ctx, f.fd, 0, tu_on_done, &f.fsync), 0);
 	for (int i = 0; i < FORK_READS; i++)
