@@ -475,7 +475,7 @@ static void refused(struct afio_engine *e, struct afio_req *r, int err)
 		}
 		afio_route_to_pool(e, r);
 	} else {
-		afio_req_done(r, err);
+		afio_req_done(r, afio_req_stopped(r, err));
 	}
 }
 

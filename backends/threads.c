@@ -622,7 +622,7 @@ static void threads_cancel(struct afio_engine *e, struct afio_req *r)
 	switch (s->where) {
 	case W_QUEUED:
 		afio_reqq_remove(&p->work, r);
-		finish_locked(p, r, afio_partial(r->progress, -ECANCELED));
+		finish_locked(p, r, afio_req_stopped(r, -ECANCELED));
 		break;
 	case W_ARMED:
 		finish_locked(p, r, afio_partial(r->progress, -ECANCELED));

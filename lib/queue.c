@@ -334,7 +334,7 @@ static void flush_to_pool(struct afio_ctx *ctx)
 		ret = ctx->pool.ops->submit(&ctx->pool, &ctx->to_pool);
 	if (ret < 0)
 		while ((r = afio_reqq_pop(&ctx->to_pool)))
-			afio_req_done(r, ret);
+			afio_req_done(r, afio_req_stopped(r, ret));
 }
 
 /* ---- hand-over and completion ---- */
@@ -517,7 +517,7 @@ static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
 {
 	if (r->state == AFIO_REQ_QUEUED) {
 		afio_reqq_remove(&ctx->queue, r);
-		afio_req_done(r, -ECANCELED);
+		afio_req_done(r, afio_req_stopped(r, -ECANCELED));
 	} else if (r->state == AFIO_REQ_HANDED && !r->cancel) {
 		r->cancel = 1;
 		r->engine->ops->cancel(r->engine, r);

@@ -135,4 +135,12 @@ static inline int afio_op_is_socket(enum afio_op op)
 	return op == AFIO_OP_RECV || op == AFIO_OP_SEND;
 }
 
+/* What a request stopped by a cancel or a hand-off error completes with:
+   bytes a socket request already took are the caller's to know of; a file
+   request that did not run to its end says why (afio_cancel(3)). */
+static inline ssize_t afio_req_stopped(const struct afio_req *r, ssize_t err)
+{
+	return afio_op_is_socket(r->op) ? afio_partial(r->progress, err) : err;
+}
+
 #endif
