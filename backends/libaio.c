@@ -777,7 +777,14 @@ static void libaio_exit(struct afio_engine *e)
    it.  The parent's requests go on there; only the memory goes here. */
 static void libaio_forget(struct afio_engine *e)
 {
-	free_laio_mem(e->priv);
+	struct laio *a = e->priv;
+
+	/* Only the owner thread, the one that forked, touches the slots: the
+	   dups of waiting sockets are this process's copies, and left open
+	   they would keep the parent's connections open after it closed them. */
+	for (unsigned i = 0; i < a->nr_events; i++)
+		release_socket(&a->slots[i]);
+	free_laio_mem(a);
 	e->priv = NULL;
 }
 

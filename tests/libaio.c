@@ -450,6 +450,45 @@ START_TEST(test_aio_max_nr_reason)
 }
 END_TEST
 
+/* A child of fork() closes its copy of the dup that a recv waiting in the
+   kernel holds: left open, it would keep the parent's connection open.
+   (ASYNC hands sockets to the pool, whose dups a child leaves alone.)  No
+   thread runs here, so the child may allocate, under the sanitizers too. */
+START_TEST(test_fork_child_closes_socket_dups)
+{
+	afio_ctx *ctx = new_ctx();
+	struct tu_done r = { 0 };
+	char in[4];
+	int sv[2], status;
+	pid_t pid;
+
+	if (target_mode == AFIO_MODE_ASYNC) {
+		afio_destroy(ctx);
+		return;
+	}
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
+	ck_assert_int_eq(afio_submit(ctx), 1);
+	ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	ck_assert(tu_file_held_elsewhere(sv[1]));
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		afio_destroy(ctx);
+		_exit(tu_file_held_elsewhere(sv[1]) ? 1 : 0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "the child kept a copy of the socket");
+	ck_assert_int_eq(write(sv[0], "ping", 4), 4);
+	tu_wait_done(ctx, &r);
+	ck_assert_int_eq(r.res, 4);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *libaio_suite(void)
 {
 	Suite *s = suite_create("libaio");
@@ -464,6 +503,7 @@ static Suite *libaio_suite(void)
 	tcase_add_test(direct, test_fsync_in_kernel);
 	tcase_add_test(sockets, test_cancel_polled_recv);
 	tcase_add_test(sockets, test_poll_rearmed);
+	tcase_add_test(sockets, test_fork_child_closes_socket_dups);
 	tcase_add_test(probe, test_denied_by_seccomp);
 	tcase_add_test(probe, test_aio_max_nr_reason);
 	tcase_set_timeout(direct, 120);
