@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -244,19 +245,23 @@ static void probe_ops(struct uring *u)
  * submitted it.  RWF_NOSIGNAL turns that into -EPIPE alone; a kernel
  * without it refuses the flag with EOPNOTSUPP before it looks at the
  * data, and an empty write would not get that far, so one byte goes to a
- * pipe of our own.
+ * pipe of our own.  The kernel's answer holds for the process: asked once,
+ * not per context (threads that ask at once get the same answer).
  */
 static int nosignal_rwf(void)
 {
+	static atomic_int known = -1;
 	struct iovec iov = { .iov_base = "", .iov_len = 1 };
-	int p[2], rwf = 0;
+	int p[2], rwf = atomic_load_explicit(&known, memory_order_relaxed);
 
+	if (rwf >= 0)
+		return rwf;
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK))
 		return 0;
-	if (pwritev2(p[1], &iov, 1, -1, RWF_NOSIGNAL) == 1)
-		rwf = RWF_NOSIGNAL;
+	rwf = pwritev2(p[1], &iov, 1, -1, RWF_NOSIGNAL) == 1 ? RWF_NOSIGNAL : 0;
 	close(p[0]);
 	close(p[1]);
+	atomic_store_explicit(&known, rwf, memory_order_relaxed);
 	return rwf;
 }
 

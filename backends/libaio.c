@@ -774,7 +774,8 @@ static void libaio_exit(struct afio_engine *e)
 
 /* An AIO context belongs to the memory map that set it up: a child of
    fork() has no mapping of its ring and its io_destroy() would not find
-   it.  The parent's requests go on there; only the memory goes here. */
+   it.  The parent's requests go on there; here go only this process's
+   memory and its copies of the sockets' dups. */
 static void libaio_forget(struct afio_engine *e)
 {
 	struct laio *a = e->priv;
