@@ -453,8 +453,8 @@ END_TEST
 /* A child of fork() closes its copy of the dup that a recv waiting in the
    kernel holds: left open, it would keep the parent's connection open.
    (Not in ASYNC, which hands sockets to the pool, whose dups a child
-   leaves alone.)  No
-   thread runs here, so the child may allocate, under the sanitizers too. */
+   leaves alone.)  No thread runs here, so the child may allocate, under
+   the sanitizers too. */
 START_TEST(test_fork_child_closes_socket_dups)
 {
 	afio_ctx *ctx = new_ctx();
