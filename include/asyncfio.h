@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -28,6 +29,10 @@ extern "C" {
 #endif
 
 typedef struct afio_ctx afio_ctx;
+
+/* Only pointed to: <linux/openat2.h> and <sys/stat.h> define them. */
+struct open_how;
+struct statx;
 
 enum afio_backend {
 	AFIO_BACKEND_AUTO,	/* io_uring, else libaio, else threads */
@@ -126,6 +131,88 @@ AFIO_API int afio_recv(afio_ctx *ctx, int fd, void *buf, size_t len, int flags,
 		       afio_cb cb, void *data);
 AFIO_API int afio_send(afio_ctx *ctx, int fd, const void *buf, size_t len, int flags,
 		       afio_cb cb, void *data);
+
+/*
+ * Version 0.2: the rest of what a server or a database does.  The same
+ * conventions as above: queued until afio_submit()/afio_poll(), -errno at
+ * once for bad arguments (NULL pointers -EINVAL, negative fds -EBADF, a
+ * dirfd may be AT_FDCWD), the result or -errno of the Linux call of the
+ * same name through the callback, exactly once, canceled by data.
+ * Everything a request points to (paths, msghdr and its iovecs, statx
+ * buffers, addresses, struct open_how) stays the caller's and must stay
+ * valid until the callback runs.  RWF_NOWAIT and MSG_DONTWAIT: -EINVAL.
+ * Where each op runs on each backend: afio_op_native(), asyncfio(7).
+ */
+
+/* res: the new fd.  flags: SOCK_NONBLOCK and SOCK_CLOEXEC only. */
+AFIO_API int afio_accept(afio_ctx *ctx, int fd, int flags, afio_cb cb, void *data);
+/* res: 0 once connected. */
+AFIO_API int afio_connect(afio_ctx *ctx, int fd, const struct sockaddr *addr, socklen_t len,
+			  afio_cb cb, void *data);
+/* flags: MSG_*; MSG_WAITALL is refused (-EINVAL).  recvmsg writes back
+   msg_flags and msg_controllen (SCM_RIGHTS and the rest). */
+AFIO_API int afio_sendmsg(afio_ctx *ctx, int fd, const struct msghdr *msg, int flags,
+			  afio_cb cb, void *data);
+AFIO_API int afio_recvmsg(afio_ctx *ctx, int fd, struct msghdr *msg, int flags,
+			  afio_cb cb, void *data);
+/* len bytes of file_fd from off to the socket, without a copy through
+   user memory; the file position is left alone.  res: bytes sent, which
+   may be fewer than len (send the rest with another request). */
+AFIO_API int afio_sendfile(afio_ctx *ctx, int sock_fd, int file_fd, uint64_t off, size_t len,
+			   afio_cb cb, void *data);
+
+/* res: -ETIME after ns nanoseconds (CLOCK_MONOTONIC), -ECANCELED when
+   canceled.  The expiry makes afio_eventfd() readable like any completion. */
+AFIO_API int afio_timeout(afio_ctx *ctx, uint64_t ns, afio_cb cb, void *data);
+
+/* res: the new fd. */
+AFIO_API int afio_openat(afio_ctx *ctx, int dirfd, const char *path, int flags, mode_t mode,
+			 afio_cb cb, void *data);
+AFIO_API int afio_openat2(afio_ctx *ctx, int dirfd, const char *path, const struct open_how *how,
+			  afio_cb cb, void *data);
+AFIO_API int afio_close(afio_ctx *ctx, int fd, afio_cb cb, void *data);
+/* flags: AT_*; mask: STATX_*; stx is filled in when res is 0. */
+AFIO_API int afio_statx(afio_ctx *ctx, int dirfd, const char *path, int flags, unsigned mask,
+			struct statx *stx, afio_cb cb, void *data);
+/* rwf: RWF_HIPRI, RWF_DSYNC, RWF_SYNC, RWF_APPEND, ... as for preadv2(2)
+   and pwritev2(2) (RWF_HIPRI is a hint: where the device is not polled
+   the I/O is done as without it). */
+AFIO_API int afio_readv2(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,
+			 int rwf, afio_cb cb, void *data);
+AFIO_API int afio_writev2(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,
+			  int rwf, afio_cb cb, void *data);
+AFIO_API int afio_fallocate(afio_ctx *ctx, int fd, int mode, uint64_t off, uint64_t len,
+			    afio_cb cb, void *data);
+AFIO_API int afio_ftruncate(afio_ctx *ctx, int fd, uint64_t len, afio_cb cb, void *data);
+/* sync_file_range(2); flags: SYNC_FILE_RANGE_*. */
+AFIO_API int afio_sync_range(afio_ctx *ctx, int fd, uint64_t off, uint64_t len, unsigned flags,
+			     afio_cb cb, void *data);
+/* flags: RENAME_NOREPLACE, RENAME_EXCHANGE, ... (renameat2(2)). */
+AFIO_API int afio_renameat(afio_ctx *ctx, int olddirfd, const char *oldpath, int newdirfd,
+			   const char *newpath, unsigned flags, afio_cb cb, void *data);
+AFIO_API int afio_unlinkat(afio_ctx *ctx, int dirfd, const char *path, int flags,
+			   afio_cb cb, void *data);
+AFIO_API int afio_mkdirat(afio_ctx *ctx, int dirfd, const char *path, mode_t mode,
+			  afio_cb cb, void *data);
+
+/* The alignment O_DIRECT I/O on fd needs: statx STATX_DIOALIGN, else the
+   device's logical block size.  Synchronous and cheap; 0 or -errno
+   (-EOPNOTSUPP: the file system does no direct I/O on this file). */
+struct afio_dio_align {
+	uint32_t mem;		/* buffer address */
+	uint32_t offset;	/* file offset and length */
+};
+AFIO_API int afio_dio_align(int fd, struct afio_dio_align *out);
+
+/* The ops by number, 0 up to afio_op_count() - 1, for tools that list
+   them: the call's name without "afio_" ("read", "sendfile", ...). */
+AFIO_API unsigned afio_op_count(void);
+AFIO_API const char *afio_op_name(unsigned op);
+/* 1 when ctx's backend runs op natively, 0 when it hands it to the thread
+   pool (counted in stats.fallbacks), -EINVAL for no such op.  how gets
+   one line on how or why not, e.g. "IORING_OP_FTRUNCATE: not in this
+   kernel (Linux 6.9+)"; it may be NULL. */
+AFIO_API int afio_op_native(const afio_ctx *ctx, unsigned op, char *how, size_t len);
 
 /* Hand queued requests over to the backend; returns how many went. */
 AFIO_API int afio_submit(afio_ctx *ctx);
