@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -61,7 +62,7 @@ struct worker {
 
 struct pool {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	sem_t wake;		/* posted once per idle worker woken */
 	struct afio_reqq work;
 	struct afio_reqq finished;
 	atomic_bool signaled;
@@ -74,7 +75,7 @@ struct pool {
 	bool poller_running;
 	pthread_t poller;
 	unsigned nworkers;
-	unsigned idle;		/* workers asleep on cond */
+	unsigned idle;		/* workers asleep on wake, not yet woken */
 	struct worker *workers;
 	struct slot *slots;
 };
@@ -89,6 +90,21 @@ static struct slot *slot_of(struct pool *p, const struct afio_req *r)
 static uint64_t arm_key(const struct afio_req *r)
 {
 	return (uint64_t)r->index << 32 | r->gen;
+}
+
+/*
+ * Under the lock.  Whoever wakes a worker takes it off the idle count, so
+ * every post has a sleeper.  A semaphore, not a condition variable: glibc's
+ * pthread_cond_signal() can wait for an earlier woken waiter to run, and
+ * on a busy machine the owner then sleeps inside afio_submit() for a
+ * scheduler slice.  sem_post() never waits.
+ */
+static void wake_idle_locked(struct pool *p, unsigned n)
+{
+	for (; n && p->idle; n--) {
+		p->idle--;
+		sem_post(&p->wake);
+	}
 }
 
 /* ---- performing a request ---- */
@@ -340,7 +356,7 @@ static void on_ready(struct pool *p, uint64_t key)
 		if (arm_locked(p, r)) {
 			s->where = W_QUEUED;
 			afio_reqq_push(&p->work, r);
-			pthread_cond_signal(&p->cond);
+			wake_idle_locked(p, 1);
 		}
 		pthread_mutex_unlock(&p->lock);
 		return;
@@ -478,8 +494,10 @@ static void *worker_main(void *arg)
 				continue;
 			}
 			p->idle++;
-			pthread_cond_wait(&p->cond, &p->lock);
-			p->idle--;
+			pthread_mutex_unlock(&p->lock);
+			while (sem_wait(&p->wake) && errno == EINTR)
+				;
+			pthread_mutex_lock(&p->lock);
 		}
 		r = afio_reqq_pop(&p->work);
 		if (!r)
@@ -577,8 +595,7 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		afio_reqq_splice(&p->work, &batch);
 		/* Busy workers take the next request themselves: wake only as
 		   many sleepers as there is new work for. */
-		for (unsigned i = 0; i < count && i < p->idle; i++)
-			pthread_cond_signal(&p->cond);
+		wake_idle_locked(p, count);
 		pthread_mutex_unlock(&p->lock);
 	}
 	return n;
@@ -644,7 +661,7 @@ static void stop_threads(struct pool *p, unsigned started)
 
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
-	pthread_cond_broadcast(&p->cond);
+	wake_idle_locked(p, UINT_MAX);
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(p->workers[i].tid, NULL);
@@ -675,7 +692,7 @@ static void free_pool_mem(struct pool *p)
 static void free_pool(struct pool *p)
 {
 	close_pool_fds(p);
-	pthread_cond_destroy(&p->cond);
+	sem_destroy(&p->wake);
 	pthread_mutex_destroy(&p->lock);
 	free_pool_mem(p);
 }
@@ -713,7 +730,7 @@ static int threads_init(struct afio_engine *e, const struct afio_config *cfg,
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->cond, NULL);
+	sem_init(&p->wake, 0, 0);
 	afio_reqq_init(&p->work);
 	afio_reqq_init(&p->finished);
 	p->mode = cfg->mode;
@@ -766,9 +783,8 @@ static void threads_exit(struct afio_engine *e)
 
 /*
  * A child of fork() has none of the workers or the poller.  They may have
- * held the lock or waited on the condition variable when the copy was
- * taken, so neither is touched (pthread_cond_destroy would wait for those
- * waiters).  The dups of armed sockets stay open (they are O_CLOEXEC): a
+ * held the lock or waited on the semaphore when the copy was taken, so
+ * neither is touched.  The dups of armed sockets stay open (they are O_CLOEXEC): a
  * slot copied while the poller held the lock may name one it had already
  * closed, a number the child may since have reused.  The other fds live as
  * long as the pool.
