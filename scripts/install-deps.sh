@@ -4,7 +4,7 @@
 set -eu
 
 pkgs="gcc libc6-dev pkg-config meson ninja-build liburing-dev libaio-dev check groff-base"
-[ "${1:-}" = "--bench" ] && pkgs="$pkgs fio gnuplot-nox"
+[ "${1:-}" = "--bench" ] && pkgs="$pkgs fio gnuplot-nox libuv1-dev"
 
 missing=""
 for p in $pkgs; do
