@@ -324,10 +324,12 @@ static void prep_rw(struct slot *s, const struct afio_req *r)
 		io_prep_pwrite(&s->iocb, r->fd, r->buf, r->len, (long long)r->off);
 		break;
 	case AFIO_OP_READV:
-		io_prep_preadv(&s->iocb, r->fd, r->iov, (int)r->len, (long long)r->off);
+		io_prep_preadv2(&s->iocb, r->fd, r->iov, (int)r->len, (long long)r->off,
+				r->flags);
 		break;
 	default:
-		io_prep_pwritev(&s->iocb, r->fd, r->iov, (int)r->len, (long long)r->off);
+		io_prep_pwritev2(&s->iocb, r->fd, r->iov, (int)r->len, (long long)r->off,
+				 r->flags);
 		break;
 	}
 	s->kind = K_RW;
@@ -366,7 +368,7 @@ static void release_socket(struct slot *s)
 
 static void prep_poll(struct slot *s, const struct afio_req *r)
 {
-	io_prep_poll(&s->iocb, sock_fd(s, r), r->op == AFIO_OP_RECV ? POLLIN : POLLOUT);
+	io_prep_poll(&s->iocb, sock_fd(s, r), afio_op_descs[r->op].events);
 	s->kind = K_POLL;
 }
 
@@ -402,11 +404,12 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 	return R_KERNEL;
 }
 
-/* ASYNC blocks a worker on the socket; INLINE tries once here first. */
+/* ASYNC blocks a worker on the socket, and so does what cannot be tried
+   without blocking; INLINE tries once here first. */
 static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *s,
 			       ssize_t *res)
 {
-	if (a->mode == AFIO_MODE_ASYNC) {
+	if (a->mode == AFIO_MODE_ASYNC || !afio_sock_can_try(r, r->fd)) {
 		/* A closed fd fails here, as in the other modes, not in the
 		   pool, whose own fds may take its number when it starts. */
 		if (fcntl(r->fd, F_GETFD) < 0) {
@@ -431,15 +434,16 @@ static enum route route(struct laio *a, struct afio_req *r, ssize_t *res)
 {
 	struct slot *s = slot_of(a, r);
 
-	switch (r->op) {
-	case AFIO_OP_FSYNC:
+	switch (afio_op_kind(r->op)) {
+	case AFIO_KIND_SOCKET:
+		return route_socket(a, r, s, res);
+	case AFIO_KIND_FILE_RW:
+		return route_file(a, r, s, res);
+	default:
+		if (r->op != AFIO_OP_FSYNC)
+			return R_POOL;
 		prep_sync(s, r);
 		return R_KERNEL;
-	case AFIO_OP_RECV:
-	case AFIO_OP_SEND:
-		return route_socket(a, r, s, res);
-	default:
-		return route_file(a, r, s, res);
 	}
 }
 
@@ -804,6 +808,34 @@ static int libaio_describe(const struct afio_engine *e, char *buf, size_t len)
 			a->nr_events, how, afio_mode_name(a->mode));
 }
 
+static int libaio_op_native(const struct afio_engine *e, enum afio_op op, char *how,
+			    size_t len)
+{
+	const struct laio *a = e->priv;
+
+	switch (afio_op_kind(op)) {
+	case AFIO_KIND_FILE_RW:
+		afio_reason(how, len, "io_submit for aligned O_DIRECT, else the thread pool");
+		return 1;
+	case AFIO_KIND_SOCKET:
+		if (a->mode == AFIO_MODE_ASYNC) {
+			afio_reason(how, len, "the thread pool (ASYNC)");
+			return 0;
+		}
+		afio_reason(how, len, "IOCB_CMD_POLL, then without blocking%s",
+			    op == AFIO_OP_ACCEPT || op == AFIO_OP_CONNECT ||
+			    op == AFIO_OP_SENDFILE ? " (O_NONBLOCK sockets; else the pool)" : "");
+		return 1;
+	default:
+		if (op == AFIO_OP_FSYNC) {
+			afio_reason(how, len, "IOCB_CMD_FSYNC / IOCB_CMD_FDSYNC");
+			return 1;
+		}
+		afio_reason(how, len, "the thread pool: Linux AIO has no such command");
+		return 0;
+	}
+}
+
 const struct afio_backend_ops afio_backend_libaio = {
 	.id = AFIO_BACKEND_LIBAIO,
 	.name = "libaio",
@@ -815,4 +847,5 @@ const struct afio_backend_ops afio_backend_libaio = {
 	.reap = libaio_reap,
 	.cancel = libaio_cancel,
 	.describe = libaio_describe,
+	.op_native = libaio_op_native,
 };

@@ -78,6 +78,10 @@ struct afio_backend_ops {
 
 	/* Optional: one line on how the engine is set up. */
 	int (*describe)(const struct afio_engine *e, char *buf, size_t len);
+
+	/* 1 when the engine runs op itself, 0 when it routes it to the pool;
+	   a line on how or why not into how (afio_op_native(3)). */
+	int (*op_native)(const struct afio_engine *e, enum afio_op op, char *how, size_t len);
 };
 
 extern const struct afio_backend_ops afio_backend_io_uring;
