@@ -806,6 +806,28 @@ static void sendfile_cqe(struct uring *u, struct afio_req *r, uint64_t ud, int r
 		sendfile_next(u, r);
 }
 
+/*
+ * INLINE: the kernel would hand both splices to io-wq, which costs more
+ * than the copy-free transfer itself for small files; a non-blocking
+ * socket and a file whose pages are all cached let sendfile(2) do it here
+ * without waiting, as the kernel tries other requests in the submitter.
+ * false when it must go the long way (it would block, or it did).
+ */
+static bool sendfile_inline(struct uring *u, struct afio_req *r)
+{
+	ssize_t n;
+
+	if (u->mode != AFIO_MODE_INLINE || !afio_sock_can_try(r, r->fd) ||
+	    !afio_sendfile_cached(r))
+		return false;
+	n = afio_req_sock_nowait(r, r->fd);
+	if (n == -EAGAIN)
+		return false;
+	afio_count_nowait(r->ctx);
+	afio_req_done(r, n);
+	return true;
+}
+
 static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 {
 	struct uring *u = e->priv;
@@ -821,6 +843,11 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 		}
 		if (!ring_has_room(u, e))
 			break;
+		if (r->op == AFIO_OP_SENDFILE && sendfile_inline(u, r)) {
+			afio_reqq_pop(q);
+			n++;
+			continue;
+		}
 		if (r->op == AFIO_OP_SENDFILE) {
 			if (get_pipe(u, &u->sendfiles[r->index])) {
 				/* No fd for a pipe: the pool needs none. */

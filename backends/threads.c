@@ -666,7 +666,8 @@ static bool try_inline(struct pool *p, struct afio_req *r)
 			return false;
 		break;
 	case AFIO_KIND_SOCKET:
-		if (!afio_sock_can_try(r, r->fd))
+		if (!afio_sock_can_try(r, r->fd) ||
+		    (r->op == AFIO_OP_SENDFILE && !afio_sendfile_cached(r)))
 			return false;
 		n = afio_req_sock_nowait(r, r->fd);
 		if (n == -EAGAIN) {
