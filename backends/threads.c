@@ -345,7 +345,7 @@ static void on_ready(struct pool *p, uint64_t key)
 	if (r->op == AFIO_OP_SENDFILE && !afio_sendfile_cached(r)) {
 		s->where = W_QUEUED;
 		afio_reqq_push(&p->work, r);
-		pthread_cond_signal(&p->cond);
+		wake_idle_locked(p, 1);
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
