@@ -59,6 +59,9 @@ struct opts {
 	bool sqpoll;
 	bool submit_each;
 	const char *raw;	/* engine, or NULL for the library */
+	enum bench_op op;
+	const char *tree;
+	unsigned files;
 };
 
 /* ---- argument parsing ---- */
@@ -137,6 +140,11 @@ static void usage(FILE *f)
 "  --raw io_uring|libaio|psync  the same workload straight on the engine, no\n"
 "                     library (--mode async: io_uring with IOSQE_ASYNC; psync:\n"
 "                     --threads threads each in pread/pwrite, --qd unused)\n"
+"  --op openat|statx|sendfile  instead of reads and writes: open and close,\n"
+"                     or statx, random files of a tree (--tree, else --files\n"
+"                     empty files made in --dir), or sendfile --bs at a time\n"
+"                     of --file (cached first) to qd TCP connections on\n"
+"                     127.0.0.1 read by another process\n"
 "  --json             one JSON object on stdout\n"
 "  --cpu-check        also print how the CPU time of every thread adds up\n"
 "SIZE takes k, m, g, t suffixes (powers of 1024).\n"
@@ -157,7 +165,7 @@ static void bad(const char *what, const char *val)
 enum {
 	OPT_BACKEND = 256, OPT_MODE, OPT_RW, OPT_BS, OPT_QD, OPT_DIRECT, OPT_BUFFERED,
 	OPT_SIZE, OPT_RUNTIME, OPT_FILE, OPT_DIR, OPT_THREADS, OPT_JSON, OPT_CPU_CHECK,
-	OPT_SQPOLL, OPT_SUBMIT_EACH, OPT_RAW, OPT_PROBE, OPT_HELP,
+	OPT_SQPOLL, OPT_SUBMIT_EACH, OPT_RAW, OPT_OP, OPT_TREE, OPT_FILES, OPT_PROBE, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -178,6 +186,9 @@ static const struct option long_opts[] = {
 	{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
 	{ "submit-each", no_argument, NULL, OPT_SUBMIT_EACH },
 	{ "raw", required_argument, NULL, OPT_RAW },
+	{ "op", required_argument, NULL, OPT_OP },
+	{ "tree", required_argument, NULL, OPT_TREE },
+	{ "files", required_argument, NULL, OPT_FILES },
 	{ "probe", no_argument, NULL, OPT_PROBE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -217,6 +228,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		.runtime = 5,
 		.dir = ".",
 		.threads = 4,
+		.files = 4096,
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
@@ -295,6 +307,18 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				bad("--raw (io_uring, libaio or psync)", optarg);
 			o->raw = optarg;
 			break;
+		case OPT_OP:
+			if (bench_op_parse(optarg, &o->op))
+				bad("--op (openat, statx or sendfile)", optarg);
+			break;
+		case OPT_TREE:
+			o->tree = optarg;
+			break;
+		case OPT_FILES:
+			if (parse_uint(optarg, 1u << 20, &u) || !u)
+				bad("--files (1 to 1048576)", optarg);
+			o->files = u;
+			break;
 		case OPT_PROBE:
 			exit(probe_all());
 		case OPT_HELP:
@@ -319,6 +343,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		bad("--direct needs a --bs that is a multiple of 512", NULL);
 	if (o->size < o->bs)
 		bad("--size is smaller than --bs", NULL);
+	if (o->op == BOP_SENDFILE && !o->file)
+		bad("--op sendfile needs --file", NULL);
+	if (o->op != BOP_RW && o->raw && strcmp(o->raw, "psync"))
+		bad("--op runs raw on psync only (the calls in a loop)", NULL);
 }
 
 /* --compare: the matrix lives in a Python script next to this program. */
@@ -370,6 +398,9 @@ struct io {
 	struct bench *b;
 	void *buf;
 	uint64_t t0;
+	unsigned slot;
+	uint64_t off;		/* sendfile: where this slot's next call starts */
+	struct statx stx;
 };
 
 struct bench {
@@ -410,17 +441,8 @@ static void submit_timed(struct bench *b)
 	stall_add(&b->o.stalls, now_ns() - t);
 }
 
-static inline void issue(struct bench *b, struct io *io, uint64_t now)
+static void queued(struct bench *b, int ret)
 {
-	const struct workload *w = &b->w;
-	uint64_t off = pick_block(w, &b->rnd, &b->next_block) * w->bs;
-	int ret;
-
-	io->t0 = now;
-	if (w->write)
-		ret = afio_write(b->ctx, w->fd, io->buf, w->bs, off, on_done, io);
-	else
-		ret = afio_read(b->ctx, w->fd, io->buf, w->bs, off, on_done, io);
 	if (ret < 0) {
 		if (!b->o.errors++)
 			b->o.first_error = ret;
@@ -428,8 +450,59 @@ static inline void issue(struct bench *b, struct io *io, uint64_t now)
 		return;
 	}
 	b->in_flight++;
-	if (w->submit_each)
+	if (b->w.submit_each)
 		submit_timed(b);
+}
+
+static void on_op_done(void *data, ssize_t res);
+static void on_opened(void *data, ssize_t res);
+
+/* An op, for --op: open (then close), statx, or sendfile of --bs. */
+static int issue_op(struct bench *b, struct io *io)
+{
+	const struct workload *w = &b->w;
+	const struct op_target *t = w->target;
+
+	switch (w->op) {
+	case BOP_OPENAT:
+		return afio_openat(b->ctx, AT_FDCWD, pick_path(w, &b->rnd), O_RDONLY | O_CLOEXEC,
+				   0, on_opened, io);
+	case BOP_STATX:
+		return afio_statx(b->ctx, AT_FDCWD, pick_path(w, &b->rnd), 0, STATX_BASIC_STATS,
+				  &io->stx, on_op_done, io);
+	default:
+		if (io->off + w->bs > t->file_size)
+			io->off = 0;
+		return afio_sendfile(b->ctx, t->socks[io->slot], t->file_fd, io->off, w->bs,
+				     on_op_done, io);
+	}
+}
+
+static inline void issue(struct bench *b, struct io *io, uint64_t now)
+{
+	const struct workload *w = &b->w;
+	uint64_t off;
+	int ret;
+
+	io->t0 = now;
+	if (w->op != BOP_RW) {
+		queued(b, issue_op(b, io));
+		return;
+	}
+	off = pick_block(w, &b->rnd, &b->next_block) * w->bs;
+	if (w->write)
+		ret = afio_write(b->ctx, w->fd, io->buf, w->bs, off, on_done, io);
+	else
+		ret = afio_read(b->ctx, w->fd, io->buf, w->bs, off, on_done, io);
+	queued(b, ret);
+}
+
+static void next(struct bench *b, struct io *io, bool ok, uint64_t now)
+{
+	if (!ok || bench_interrupted)
+		b->stop = true;
+	if (now < b->deadline && !b->stop)
+		issue(b, io, now);
 }
 
 static void on_done(void *data, ssize_t res)
@@ -440,10 +513,38 @@ static void on_done(void *data, ssize_t res)
 
 	b->in_flight--;
 	outcome_io(&b->o, (long)res, b->w.bs, now - io->t0);
-	if (res != (ssize_t)b->w.bs || bench_interrupted)
-		b->stop = true;
-	if (now < b->deadline && !b->stop)
-		issue(b, io, now);
+	next(b, io, res == (ssize_t)b->w.bs, now);
+}
+
+static void on_op_done(void *data, ssize_t res)
+{
+	struct io *io = data;
+	struct bench *b = io->b;
+	uint64_t now = now_ns();
+	bool ok = b->w.op == BOP_SENDFILE ? res > 0 : res == 0;
+
+	b->in_flight--;
+	outcome_op(&b->o, (long)res, ok, now - io->t0);
+	if (ok && b->w.op == BOP_SENDFILE) {
+		b->o.bytes += (uint64_t)res;
+		io->off += (uint64_t)res;
+	}
+	next(b, io, ok, now);
+}
+
+/* The file is open: close it, and the pair is one op. */
+static void on_opened(void *data, ssize_t res)
+{
+	struct io *io = data;
+	struct bench *b = io->b;
+
+	b->in_flight--;
+	if (res < 0) {
+		outcome_op(&b->o, (long)res, false, 0);
+		next(b, io, false, now_ns());
+		return;
+	}
+	queued(b, afio_close(b->ctx, (int)res, on_op_done, io));
 }
 
 /*
@@ -455,6 +556,8 @@ static void on_done(void *data, ssize_t res)
 static int run_library(struct bench *b)
 {
 	struct pollfd pfd = { .fd = afio_eventfd(b->ctx), .events = POLLIN };
+	unsigned idle_after_cancel = 0;
+	bool canceled = false;
 	uint64_t t;
 	int n;
 
@@ -475,12 +578,19 @@ static int run_library(struct bench *b)
 		stall_add(&b->o.stalls, now_ns() - t);
 		if (n < 0 && n != -EINTR)
 			return n;
-		if (bench_interrupted)
+		if (bench_interrupted && !canceled) {
+			/* A request that never ends must not keep the run. */
 			b->deadline = 0;
+			for (unsigned i = 0; i < b->w.qd; i++)
+				afio_cancel(b->ctx, &b->ios[i]);
+			canceled = true;
+		}
 		if (n <= 0 && b->in_flight) {
-			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			if (poll(&pfd, 1, canceled ? 1000 : -1) < 0 && errno != EINTR)
 				return -errno;
 			stall_sync(&b->o.stalls);
+			if (canceled && ++idle_after_cancel > 2)
+				return -ETIMEDOUT;
 		}
 	}
 	b->o.t1 = now_ns();
@@ -674,6 +784,7 @@ static void print_report(const struct opts *o, const struct bench *b, const stru
 	const struct outcome *oc = &b->o;
 	double secs = (double)(oc->t1 - oc->t0) / 1e9, cpu = rp->usr + rp->sys;
 	double iops = (double)oc->done / secs, mib = iops * (double)o->bs / (1 << 20);
+	const char *what = o->op == BOP_RW ? rw_names[o->rw] : bench_op_names[o->op];
 	double p50 = percentile(oc->hist, oc->done, 0.50);
 	double p99 = percentile(oc->hist, oc->done, 0.99);
 	double p999 = percentile(oc->hist, oc->done, 0.999);
@@ -681,6 +792,10 @@ static void print_report(const struct opts *o, const struct bench *b, const stru
 	double stall_max = (double)oc->stalls.max_ns / 1000.0;
 	double stall_p99 = percentile(oc->stalls.hist, oc->stalls.calls, 0.99);
 
+	if (o->op == BOP_SENDFILE)
+		mib = (double)oc->bytes / secs / (1 << 20);
+	else if (o->op != BOP_RW)
+		mib = 0;
 	if (o->json) {
 		printf("{\"backend\": \"%s\", \"mode\": \"%s\", \"rw\": \"%s\", "
 		       "\"bs\": %" PRIu64 ", \"qd\": %u, \"direct\": %s, "
@@ -695,7 +810,7 @@ static void print_report(const struct opts *o, const struct bench *b, const stru
 		       "\"loop_slow_calls\": %" PRIu64 ", \"loop_slept_calls\": %" PRIu64 ", "
 		       "\"loop_slept_max_us\": %.1f, \"loop_preempted_calls\": %" PRIu64 ", "
 		       "\"engine\": \"%s\"}\n",
-		       rp->backend, afio_mode_name(o->mode), rw_names[o->rw], o->bs, o->qd,
+		       rp->backend, afio_mode_name(o->mode), what, o->bs, o->qd,
 		       o->direct ? "true" : "false", iops, mib, cpu, ipc, p50, p99, p999,
 		       rp->fallbacks, oc->done, secs, rp->usr, rp->sys, o->threads, rp->nowait,
 		       oc->errors, o->submit_each ? "each" : "batch", stall_max, stall_p99,
@@ -704,7 +819,7 @@ static void print_report(const struct opts *o, const struct bench *b, const stru
 		return;
 	}
 	printf("%s, %s %s bs=%" PRIu64 " qd=%u %s%s, %.2f s on %s\n", rp->desc,
-	       afio_mode_name(o->mode), rw_names[o->rw], o->bs, o->qd,
+	       afio_mode_name(o->mode), what, o->bs, o->qd,
 	       o->direct ? "direct" : "buffered",
 	       o->submit_each ? ", submitted one by one" : "", secs, rp->path);
 	printf("  IOPS %.0f   %.1f MiB/s\n", iops, mib);
@@ -754,6 +869,7 @@ static struct bench *make_bench(const struct opts *o)
 		exit(1);
 	for (unsigned i = 0; i < o->qd; i++) {
 		b->ios[i].b = b;
+		b->ios[i].slot = i;
 		if (posix_memalign(&b->ios[i].buf, ALIGN, o->bs)) {
 			fprintf(stderr, "afio-bench: out of memory for %u x %" PRIu64 " buffers\n",
 				o->qd, o->bs);
@@ -777,6 +893,7 @@ static void free_bench(struct bench *b, unsigned qd)
 int main(int argc, char **argv)
 {
 	struct report rp = { 0 };
+	struct op_target target = { .file_fd = -1 };
 	struct afio_stats st;
 	struct rusage r0, r1;
 	struct opts o;
@@ -796,14 +913,27 @@ int main(int argc, char **argv)
 		b->ctx = make_ctx(&o);
 		afio_describe(b->ctx, desc, sizeof(desc));
 	}
-	b->w.fd = open_target(&o, path, sizeof(path), &remove_after, &size);
-	if (b->w.fd < 0) {
-		fprintf(stderr, "afio-bench: %s: %s\n", o.file ? o.file : o.dir,
-			strerror(-b->w.fd));
+	remove_after = false;
+	size = o.size;
+	snprintf(path, sizeof(path), "%s", o.tree ? o.tree : o.dir);
+	b->w.fd = -1;
+	ret = 0;
+	if (o.op == BOP_RW || o.op == BOP_SENDFILE) {
+		b->w.fd = open_target(&o, path, sizeof(path), &remove_after, &size);
+		ret = b->w.fd < 0 ? b->w.fd : 0;
+	}
+	if (!ret && o.op != BOP_RW) {
+		ret = op_setup(&target, o.op, o.dir, o.tree, o.files, path, o.qd, !o.raw);
+		b->w.target = &target;
+	}
+	if (ret) {
+		fprintf(stderr, "afio-bench: %s: %s\n", path, strerror(-ret));
 		if (b->ctx)
 			afio_destroy(b->ctx);
+		op_teardown(&target);
 		return 1;
 	}
+	b->w.op = o.op;
 	b->w.write = o.rw == RW_WRITE || o.rw == RW_RANDWRITE;
 	b->w.random = o.rw == RW_RANDREAD || o.rw == RW_RANDWRITE;
 	b->w.submit_each = o.submit_each;
@@ -816,6 +946,7 @@ int main(int argc, char **argv)
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
 
 	getrusage(RUSAGE_SELF, &r0);
 	if (o.raw)
@@ -840,7 +971,9 @@ int main(int argc, char **argv)
 		snprintf(backend, sizeof(backend), "raw-%s", o.raw);
 		rp.backend = backend;
 	}
-	close(b->w.fd);
+	op_teardown(&target);
+	if (b->w.fd >= 0)
+		close(b->w.fd);
 	if (remove_after)
 		unlink(path);
 

@@ -137,8 +137,37 @@ static inline void stall_add(struct stalls *s, uint64_t ns)
 	}
 }
 
+/* What is done: reads and writes of --bs, or one of the ops. */
+enum bench_op { BOP_RW, BOP_OPENAT, BOP_STATX, BOP_SENDFILE };
+extern const char *const bench_op_names[];
+int bench_op_parse(const char *s, enum bench_op *op);
+
+/* What an op runs on (optarget.c).  openat (then close) and statx: files
+   by absolute path in a tree; sendfile: file_fd, all cached, to socks[i]
+   for request slot i, read by another process. */
+struct op_target {
+	enum bench_op op;
+	char tree[4096];
+	bool remove_tree;
+	char **paths;
+	unsigned npaths;
+	int file_fd;
+	uint64_t file_size;
+	int *socks;
+	unsigned nsocks;
+	int reader;		/* pid */
+};
+
+/* tree: an existing one, else one of `files` files is made in dir (and
+   removed by op_teardown); nonblock: the sockets' O_NONBLOCK. */
+int op_setup(struct op_target *t, enum bench_op op, const char *dir, const char *tree,
+	     unsigned files, const char *file, unsigned qd, bool nonblock);
+void op_teardown(struct op_target *t);
+
 /* One workload, as both the library run and a raw engine see it. */
 struct workload {
+	enum bench_op op;
+	struct op_target *target;	/* for an op */
 	int fd;
 	bool write;
 	bool random;
@@ -156,6 +185,7 @@ struct workload {
 struct outcome {
 	uint64_t t0, t1;
 	uint64_t done;
+	uint64_t bytes;		/* sendfile: what went */
 	uint64_t errors;
 	long first_error;	/* -errno, or -EIO for a short transfer */
 	uint64_t hist[HIST_LEN];
@@ -187,6 +217,23 @@ static inline void outcome_io(struct outcome *o, long res, uint64_t bs, uint64_t
 
 /* Set by SIGINT and SIGTERM: stop queueing, finish what is in flight. */
 extern volatile sig_atomic_t bench_interrupted;
+
+/* One finished op (for sendfile, one call): ok, or res is the error. */
+static inline void outcome_op(struct outcome *o, long res, bool ok, uint64_t lat_ns)
+{
+	if (ok) {
+		o->done++;
+		o->hist[hist_index(lat_ns)]++;
+		return;
+	}
+	if (!o->errors++)
+		o->first_error = res < 0 ? res : -5 /* EIO */;
+}
+
+static inline const char *pick_path(const struct workload *w, uint64_t *rnd)
+{
+	return w->target->paths[next_rand(rnd) % w->target->npaths];
+}
 
 /* Raw engines: the same workload without the library.  0, or -errno with
    a message printed. */

@@ -13,10 +13,13 @@
  * would wait for.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef AFIO_BENCH_RAW_URING
@@ -248,11 +251,40 @@ out:
 
 struct psync_thread {
 	pthread_t tid;
+	unsigned next_sock;
 	const struct workload *w;
 	unsigned index;
 	uint64_t deadline;
 	struct outcome o;
 };
+
+/* One op done the plain way: 1 when it went, else -errno. */
+static long sync_op(const struct workload *w, struct psync_thread *p, uint64_t *rnd,
+		    uint64_t *off)
+{
+	const struct op_target *t = w->target;
+	struct statx stx;
+	long n;
+	int fd;
+
+	switch (w->op) {
+	case BOP_OPENAT:
+		fd = open(pick_path(w, rnd), O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		return close(fd) ? -errno : 1;
+	case BOP_STATX:
+		return statx(AT_FDCWD, pick_path(w, rnd), 0, STATX_BASIC_STATS, &stx) ? -errno : 1;
+	default:
+		if (*off + w->bs > t->file_size)
+			*off = 0;
+		n = sendfile(t->socks[p->next_sock++ % t->nsocks], t->file_fd, (off_t *)off, w->bs);
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		p->o.bytes += (uint64_t)n;
+		return 1;
+	}
+}
 
 static void *psync_main(void *arg)
 {
@@ -264,8 +296,18 @@ static void *psync_main(void *arg)
 
 	stall_sync(&p->o.stalls);
 	for (t = now_ns(); keep_going(t, p->deadline); t = now) {
-		off_t off = (off_t)(pick_block(w, &rnd, &next) * w->bs);
+		off_t off;
 
+		if (w->op != BOP_RW) {
+			n = sync_op(w, p, &rnd, &next);
+			now = now_ns();
+			outcome_op(&p->o, n, n == 1, now - t);
+			stall_add(&p->o.stalls, now - t);
+			if (n != 1)
+				break;
+			continue;
+		}
+		off = (off_t)(pick_block(w, &rnd, &next) * w->bs);
 		if (w->write)
 			n = pwrite(w->fd, buf, w->bs, off);
 		else
@@ -282,6 +324,7 @@ static void *psync_main(void *arg)
 static void merge(struct outcome *into, const struct outcome *o)
 {
 	into->done += o->done;
+	into->bytes += o->bytes;
 	if (o->errors && !into->errors)
 		into->first_error = o->first_error;
 	into->errors += o->errors;
@@ -309,8 +352,10 @@ static int raw_psync(const struct workload *w, struct outcome *o, char *desc, si
 
 	if (!th)
 		return -ENOMEM;
-	snprintf(desc, len, "raw psync: %u thread%s, each pread/pwrite in a loop", w->threads,
-		 w->threads == 1 ? "" : "s");
+	snprintf(desc, len, "raw psync: %u thread%s, each %s in a loop", w->threads,
+		 w->threads == 1 ? "" : "s",
+		 w->op == BOP_RW ? "pread/pwrite" : w->op == BOP_OPENAT ? "open and close" :
+		 w->op == BOP_STATX ? "statx" : "sendfile (blocking sockets)");
 	o->t0 = now_ns();
 	for (unsigned i = 0; i < w->threads; i++) {
 		th[i].w = w;
