@@ -163,6 +163,11 @@ class Runner:
 
     def bench_args(self, w):
         a = self.a
+        if w.get("op"):
+            where = (["--tree", a.tree, "--files", str(a.files)] if w["op"] != "sendfile"
+                     else ["--file", a.file])
+            return ["--op", w["op"], "--bs", str(w["bs"]), "--qd", str(a.qd),
+                    "--runtime", str(a.runtime), "--json"] + where
         return ["--rw", w["rw"], "--bs", str(w["bs"]), "--qd", str(a.qd),
                 "--direct" if w["direct"] else "--buffered", "--size", str(a.size),
                 "--runtime", str(a.runtime), "--file", a.file, "--json"]
@@ -356,6 +361,11 @@ def main():
     ap.add_argument("--workloads", type=workload_list,
                     help="instead of --rw x --io x --bs: RW:BS:buf|dir,... "
                          "(e.g. randread:4k:buf,randwrite:4k:dir)")
+    ap.add_argument("--ops", type=choice_list(["openat", "statx", "sendfile"]),
+                    help="instead of reads and writes: these ops through every backend and "
+                         "mode, libuv's pool and a plain loop of the same calls")
+    ap.add_argument("--files", type=int, default=4096,
+                    help="--ops openat,statx: files in the tree (default 4096)")
     ap.add_argument("--backend", "--backends", dest="backends",
                     type=choice_list(BACKENDS), default=BACKENDS)
     ap.add_argument("--mode", "--modes", dest="modes", type=choice_list(MODES), default=MODES)
@@ -407,6 +417,8 @@ def main():
             create_file(a.file, a.size)
             print("created %s (%s of data) in %.1f s" % (a.file, human_size(a.size),
                                                         time.time() - t))
+        if a.ops:
+            return run_ops(a, backends)
         return run(a, backends)
     finally:
         if created:
@@ -667,6 +679,83 @@ def run(a, backends):
         plot(a, workloads, jobs, res)
     elif a.png:
         print("no chart: gnuplot not installed (apt-get install gnuplot-nox)")
+    return 0
+
+
+def make_tree(a):
+    a.tree = tempfile.mkdtemp(prefix="afio-tree.", dir=a.dir)
+    for i in range(a.files):
+        d = os.path.join(a.tree, "d%02d" % (i % 16))
+        os.makedirs(d, exist_ok=True)
+        open(os.path.join(d, "f%05d" % i), "w").close()
+
+
+def run_ops(a, backends):
+    """The ops, ours against libuv's pool and a plain loop: ops per second
+    (openat: an open and a close; sendfile: MiB/s) and CPU per op."""
+    r = Runner(a)
+    make_tree(a)
+    try:
+        print("ops: %s; qd %d, %d pool threads, %.2f s per cell, %d repeats; %d files in "
+              "a tree, sendfile of %s at a time from a cached %s file to %d TCP "
+              "connections on 127.0.0.1; load average %.2f"
+              % (",".join(a.ops), a.qd, a.threads, a.runtime, a.repeat, a.files,
+                 human_size(a.bs[0]), human_size(a.size), a.qd, os.getloadavg()[0]))
+        jobs = [("afio", b, m, "batch") for b in backends for m in a.modes]
+        jobs += [("raw", "psync")] + ([("uv",)] if a.uv_bench else [])
+        res = {}
+        prog = Progress(len(a.ops) * len(jobs) * a.repeat)
+        for op in a.ops:
+            w = {"op": op, "bs": a.bs[0]}
+            for rep in range(a.repeat):
+                for job in jobs if rep % 2 == 0 else reversed(jobs):
+                    res.setdefault((op, job), []).append(r.run(job, w))
+                    prog.step("%s %s" % (op, job_name(job)))
+        prog.end()
+    finally:
+        shutil.rmtree(a.tree, ignore_errors=True)
+
+    def val(op, job):
+        key = "mib_s" if op == "sendfile" else "iops"
+        return median([x[key] for x in res.get((op, job), []) if x])
+
+    def cpu(op, job):
+        return median([cpu_us_per_io(x) for x in res.get((op, job), []) if x])
+
+    names = [job_name(j).replace("raw psync x1", "sync loop") for j in jobs]
+    print()
+    print("ops per second (sendfile: MiB/s), median of %d; CPU per op in us below" % a.repeat)
+    print("%-9s" % "op" + "".join("%11s" % n[:10] for n in names))
+    for op in a.ops:
+        print("%-9s" % op + "".join("%11s" % (fmt_iops(val(op, j)) if op != "sendfile" else
+                                             fmt(val(op, j), "%.0f")) for j in jobs))
+        print("%-9s" % "  cpu/op" + "".join("%11s" % fmt(cpu(op, j)) for j in jobs))
+    if a.uv_bench:
+        print()
+        print("against libuv (goal: io_uring >= 1.0 at CPU/op <= 1.0; the pool >= 1.0) and "
+              "the plain loop")
+        print("%-9s %-14s %8s %8s %8s %8s" % ("op", "ours", "/libuv", "cpu", "/loop", "cpu"))
+        for op in a.ops:
+            for b, m in [(b, m) for b in backends for m in a.modes]:
+                j = ("afio", b, m, "batch")
+                o, u, l = val(op, j), val(op, ("uv",)), val(op, ("raw", "psync"))
+                oc, uc, lc = cpu(op, j), cpu(op, ("uv",)), cpu(op, ("raw", "psync"))
+                print("%-9s %-14s %8s %8s %8s %8s" % (
+                    op, job_name(j), fmt(o / u if o and u else None),
+                    fmt(oc / uc if oc and uc else None), fmt(o / l if o and l else None),
+                    fmt(oc / lc if oc and lc else None)))
+    rows = [dict(x, kind=j[0], job=job_name(j), repeat=i)
+            for (op, j), xs in res.items() for i, x in enumerate(xs) if x]
+    fields = ["kind", "job", "backend", "mode", "rw", "bs", "qd", "threads", "repeat", "iops",
+              "mib_s", "cpu_s", "cpu_us_per_io", "lat_p50_us", "lat_p99_us",
+              "loop_stall_max_us", "loop_stall_p99_us", "fallbacks", "ios", "runtime_s", "cmd"]
+    with open(a.csv, "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        wr.writeheader()
+        for row in rows:
+            wr.writerow(dict(row, cpu_us_per_io=cpu_us_per_io(row)))
+    print()
+    print("wrote %s (%d runs); load average %.2f" % (a.csv, len(rows), os.getloadavg()[0]))
     return 0
 
 

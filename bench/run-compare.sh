@@ -15,7 +15,7 @@ ninja -C build-bench
 
 workloads=${WORKLOADS-randread:4k:buf,randread:64k:buf,randwrite:4k:buf,randread:4k:dir}
 modes=${MODES-inline,async}
-set -- ${workloads:+--workloads "$workloads"} ${modes:+--modes "$modes"} "$@"
+set -- ${workloads:+--workloads "$workloads"} ${modes:+--modes "$modes"} --max-repeat 3 "$@"
 # One benchmark at a time on a shared machine.
 exec flock /tmp/afio-bench.lock ./build-bench/bench/afio-bench --compare \
 	--runtime "${RUNTIME:-0.25}" --dir "${DIR:-build-bench}" \

@@ -28,6 +28,8 @@ struct uv_io {
 	uv_buf_t buf;
 	uint64_t t0;
 	struct uv_run *run;
+	unsigned slot;
+	int64_t off;		/* sendfile: where this slot's next call starts */
 };
 
 struct uv_run {
@@ -41,6 +43,26 @@ struct uv_run {
 };
 
 static void on_fs(uv_fs_t *req);
+static void on_op(uv_fs_t *req);
+static void on_opened(uv_fs_t *req);
+
+static int uv_issue_op(struct uv_run *r, struct uv_io *io)
+{
+	const struct op_target *t = r->w.target;
+
+	switch (r->w.op) {
+	case BOP_OPENAT:
+		return uv_fs_open(r->loop, &io->req, pick_path(&r->w, &r->rnd),
+				  O_RDONLY | O_CLOEXEC, 0, on_opened);
+	case BOP_STATX:
+		return uv_fs_stat(r->loop, &io->req, pick_path(&r->w, &r->rnd), on_op);
+	default:
+		if ((uint64_t)io->off + r->w.bs > t->file_size)
+			io->off = 0;
+		return uv_fs_sendfile(r->loop, &io->req, t->socks[io->slot], t->file_fd, io->off,
+				      r->w.bs, on_op);
+	}
+}
 
 static void uv_issue(struct uv_run *r, struct uv_io *io, uint64_t now)
 {
@@ -48,7 +70,9 @@ static void uv_issue(struct uv_run *r, struct uv_io *io, uint64_t now)
 	int ret;
 
 	io->t0 = now;
-	if (r->w.write)
+	if (r->w.op != BOP_RW)
+		ret = uv_issue_op(r, io);
+	else if (r->w.write)
 		ret = uv_fs_write(r->loop, &io->req, r->w.fd, &io->buf, 1, off, on_fs);
 	else
 		ret = uv_fs_read(r->loop, &io->req, r->w.fd, &io->buf, 1, off, on_fs);
@@ -77,10 +101,48 @@ static void on_fs(uv_fs_t *req)
 		uv_issue(r, io, now);
 }
 
+static void on_op(uv_fs_t *req)
+{
+	struct uv_io *io = (struct uv_io *)req;
+	struct uv_run *r = io->run;
+	uint64_t now = now_ns();
+	ssize_t res = req->result;
+	bool ok = r->w.op == BOP_SENDFILE ? res > 0 : res == 0;
+
+	uv_fs_req_cleanup(req);
+	r->in_flight--;
+	outcome_op(&r->o, (long)res, ok, now - io->t0);
+	if (ok && r->w.op == BOP_SENDFILE) {
+		r->o.bytes += (uint64_t)res;
+		io->off += res;
+	}
+	if (!ok || bench_interrupted)
+		r->stop = true;
+	if (now < r->deadline && !r->stop)
+		uv_issue(r, io, now);
+}
+
+/* Opened: close it, and the pair is one op. */
+static void on_opened(uv_fs_t *req)
+{
+	struct uv_io *io = (struct uv_io *)req;
+	struct uv_run *r = io->run;
+	ssize_t res = req->result;
+
+	uv_fs_req_cleanup(req);
+	if (res < 0 || uv_fs_close(r->loop, &io->req, (uv_file)res, on_op) < 0) {
+		r->in_flight--;
+		outcome_op(&r->o, (long)res, false, 0);
+		r->stop = true;
+	}
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: afio-uv-bench --file PATH [--rw randread|randwrite|read|write] [--bs N]\n"
 		   "       [--qd N] [--threads N] [--direct|--buffered] [--size N] [--runtime S] [--json]\n"
+		   "       afio-uv-bench --op openat|statx --tree DIR --files N [...]\n"
+		   "       afio-uv-bench --op sendfile --file PATH [...]\n"
 		   "Sizes in bytes; the options mean what they mean for afio-bench.\n");
 }
 
@@ -98,15 +160,20 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' }, { "direct", no_argument, NULL, 'd' },
 		{ "buffered", no_argument, NULL, 'B' }, { "size", required_argument, NULL, 's' },
 		{ "runtime", required_argument, NULL, 'T' }, { "json", no_argument, NULL, 'j' },
+		{ "op", required_argument, NULL, 'o' }, { "tree", required_argument, NULL, 'D' },
+		{ "files", required_argument, NULL, 'n' }, { "dir", required_argument, NULL, 'x' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
-	const char *file = NULL, *rw = "randread";
+	const char *file = NULL, *rw = "randread", *tree = NULL, *dir = ".";
+	struct op_target target = { .file_fd = -1 };
+	unsigned files = 4096;
 	uint64_t size = 256ull << 20;
 	struct rusage r0, r1;
 	struct uv_run r = { 0 };
 	bool direct = false, json = false;
 	char env[16];
-	double secs, cpu, usr, sys;
+	double secs, cpu, usr, sys, mib;
+	const char *what;
 	int c;
 
 	r.w.bs = 4096;
@@ -125,22 +192,41 @@ int main(int argc, char **argv)
 		case 's': size = strtoull(optarg, NULL, 10); break;
 		case 'T': r.w.runtime = strtod(optarg, NULL); break;
 		case 'j': json = true; break;
+		case 'o':
+			if (bench_op_parse(optarg, &r.w.op)) {
+				usage(stderr);
+				return 2;
+			}
+			break;
+		case 'D': tree = optarg; break;
+		case 'n': files = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'x': dir = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	r.w.write = !strcmp(rw, "randwrite") || !strcmp(rw, "write");
 	r.w.random = !strncmp(rw, "rand", 4);
-	if (!file || optind < argc || !r.w.bs || !r.w.qd || !r.w.threads || size < r.w.bs ||
+	if ((!file && r.w.op != BOP_OPENAT && r.w.op != BOP_STATX) || !files || optind < argc || !r.w.bs || !r.w.qd || !r.w.threads || size < r.w.bs ||
 	    !(r.w.runtime > 0) || (!r.w.write && strcmp(rw, "randread") && strcmp(rw, "read"))) {
 		usage(stderr);
 		return 2;
 	}
 	r.w.nblocks = size / r.w.bs;
-	r.w.fd = open(file, (r.w.write ? O_RDWR : O_RDONLY) | O_CLOEXEC | (direct ? O_DIRECT : 0));
-	if (r.w.fd < 0) {
-		fprintf(stderr, "afio-uv-bench: %s: %s\n", file, strerror(errno));
-		return 1;
+	signal(SIGPIPE, SIG_IGN);
+	if (r.w.op != BOP_RW) {
+		/* libuv's workers block on the socket: leave it blocking. */
+		if (op_setup(&target, r.w.op, dir, tree, files, file, r.w.qd, false))
+			return 1;
+		r.w.target = &target;
+		r.w.fd = -1;
+	} else {
+		r.w.fd = open(file, (r.w.write ? O_RDWR : O_RDONLY) | O_CLOEXEC |
+			      (direct ? O_DIRECT : 0));
+		if (r.w.fd < 0) {
+			fprintf(stderr, "afio-uv-bench: %s: %s\n", file, strerror(errno));
+			return 1;
+		}
 	}
 	/* Read by libuv when its pool starts, at the first request. */
 	snprintf(env, sizeof(env), "%u", r.w.threads);
@@ -157,6 +243,7 @@ int main(int argc, char **argv)
 		memset(p, (int)i, r.w.bs);
 		r.ios[i].buf = uv_buf_init(p, (unsigned)r.w.bs);
 		r.ios[i].run = &r;
+		r.ios[i].slot = i;
 	}
 	r.rnd = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
 	signal(SIGINT, on_signal);
@@ -171,7 +258,9 @@ int main(int argc, char **argv)
 	r.o.t1 = now_ns();
 	getrusage(RUSAGE_SELF, &r1);
 	uv_loop_close(r.loop);
-	close(r.w.fd);
+	op_teardown(&target);
+	if (r.w.fd >= 0)
+		close(r.w.fd);
 
 	secs = (double)(r.o.t1 - r.o.t0) / 1e9;
 	usr = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) +
@@ -179,6 +268,10 @@ int main(int argc, char **argv)
 	sys = (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
 	      (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6;
 	cpu = usr + sys;
+	what = r.w.op == BOP_RW ? rw : bench_op_names[r.w.op];
+	mib = (double)(r.w.op == BOP_SENDFILE ? r.o.bytes : r.o.done * r.w.bs) / secs / (1 << 20);
+	if (r.w.op == BOP_OPENAT || r.w.op == BOP_STATX)
+		mib = 0;
 	if (r.o.errors)
 		fprintf(stderr, "afio-uv-bench: %" PRIu64 " requests failed, first: %s\n",
 			r.o.errors, uv_strerror((int)r.o.first_error));
@@ -190,15 +283,15 @@ int main(int argc, char **argv)
 		       "\"fallbacks\": 0, \"ios\": %" PRIu64 ", \"runtime_s\": %.3f, "
 		       "\"cpu_user_s\": %.3f, \"cpu_sys_s\": %.3f, \"threads\": %u, "
 		       "\"errors\": %" PRIu64 ", \"submit\": \"each\", \"engine\": \"libuv %s\"}\n",
-		       rw, r.w.bs, r.w.qd, direct ? "true" : "false", (double)r.o.done / secs,
-		       (double)r.o.done / secs * (double)r.w.bs / (1 << 20), cpu,
+		       what, r.w.bs, r.w.qd, direct ? "true" : "false", (double)r.o.done / secs,
+		       mib, cpu,
 		       cpu > 0 ? (double)r.o.done / cpu : 0, percentile(r.o.hist, r.o.done, 0.5),
 		       percentile(r.o.hist, r.o.done, 0.99), percentile(r.o.hist, r.o.done, 0.999),
 		       r.o.done, secs, usr, sys, r.w.threads, r.o.errors, uv_version_string());
 	else
 		printf("libuv %s, %u pool threads, %s bs=%" PRIu64 " qd=%u %s: IOPS %.0f, "
 		       "CPU %.3f s, latency us p50 %.1f p99 %.1f\n", uv_version_string(),
-		       r.w.threads, rw, r.w.bs, r.w.qd, direct ? "direct" : "buffered",
+		       r.w.threads, what, r.w.bs, r.w.qd, direct ? "direct" : "buffered",
 		       (double)r.o.done / secs, cpu, percentile(r.o.hist, r.o.done, 0.5),
 		       percentile(r.o.hist, r.o.done, 0.99));
 	for (unsigned i = 0; i < r.w.qd; i++)
