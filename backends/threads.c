@@ -39,6 +39,16 @@
 
 #include "backend.h"
 
+/*
+ * A buffered write holds the file's inode lock in the kernel for all of
+ * its copy (generic_file_write_iter, ext4, xfs and btrfs alike), so
+ * workers writing one file wait for each other there, spinning on the lock
+ * first (rwsem_spin_on_owner).  A user lock per file, taken before the
+ * write, makes them sleep instead.  Striped by fd number: two files may
+ * share a stripe.
+ */
+#define WRITE_STRIPES	16
+
 /* Where a request the pool owns is; guarded by pool->lock. */
 enum where {
 	W_NONE,
@@ -70,6 +80,7 @@ struct worker {
 struct pool {
 	pthread_mutex_t lock;
 	sem_t wake;		/* posted once per idle worker woken */
+	pthread_mutex_t write_lock[WRITE_STRIPES];
 	struct afio_reqq work;
 	struct afio_reqq finished;
 	atomic_bool signaled;
@@ -633,6 +644,14 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 			return n;
 	}
 	settle(w);
+	if (!is_read(r) && !fd_is_direct(r->fd)) {
+		pthread_mutex_t *m = &p->write_lock[(unsigned)r->fd % WRITE_STRIPES];
+
+		pthread_mutex_lock(m);
+		n = file_rw(r, &r->progress, 0);
+		pthread_mutex_unlock(m);
+		return n;
+	}
 	return file_rw(r, &r->progress, 0);
 }
 
@@ -898,6 +917,8 @@ static void free_pool(struct pool *p)
 {
 	close_pool_fds(p);
 	sem_destroy(&p->wake);
+	for (unsigned i = 0; i < WRITE_STRIPES; i++)
+		pthread_mutex_destroy(&p->write_lock[i]);
 	pthread_mutex_destroy(&p->lock);
 	free_pool_mem(p);
 }
@@ -936,6 +957,8 @@ static int threads_init(struct afio_engine *e, const struct afio_config *cfg,
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
 	sem_init(&p->wake, 0, 0);
+	for (unsigned i = 0; i < WRITE_STRIPES; i++)
+		pthread_mutex_init(&p->write_lock[i], NULL);
 	afio_reqq_init(&p->work);
 	afio_reqq_init(&p->finished);
 	p->mode = cfg->mode;
