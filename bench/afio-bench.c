@@ -578,15 +578,19 @@ static int run_library(struct bench *b)
 		stall_add(&b->o.stalls, now_ns() - t);
 		if (n < 0 && n != -EINTR)
 			return n;
-		if (bench_interrupted && !canceled) {
-			/* A request that never ends must not keep the run. */
+		/* A request that never ends must not keep the run: 2 s past
+		   the end, what is left is canceled. */
+		if ((bench_interrupted || now_ns() > b->deadline + 2000000000ull) && !canceled) {
+			if (!bench_interrupted)
+				fprintf(stderr, "afio-bench: %u requests still in flight 2 s after "
+					"the end; canceled\n", b->in_flight);
 			b->deadline = 0;
 			for (unsigned i = 0; i < b->w.qd; i++)
 				afio_cancel(b->ctx, &b->ios[i]);
 			canceled = true;
 		}
 		if (n <= 0 && b->in_flight) {
-			if (poll(&pfd, 1, canceled ? 1000 : -1) < 0 && errno != EINTR)
+			if (poll(&pfd, 1, 1000) < 0 && errno != EINTR)
 				return -errno;
 			stall_sync(&b->o.stalls);
 			if (canceled && ++idle_after_cancel > 2)

@@ -631,9 +631,10 @@ def run(a, backends):
     print()
     print("Event-loop stalls in us: our longest call to afio_submit()/afio_poll(ctx, 0, 0) "
           "and its p99 (max/p99),")
-    print("fio's submission latency (slat max/p99); 'm' = ms.  '!' marks a call of ours "
-          "that slept >= 1 ms (device, lock, page cache)")
-    heads2 = heads + [job_name(j)[4:] for j in fio_slat]
+    print("fio's submission latency (slat max/p99), and a raw engine's longest round; 'm' = "
+          "ms.  '!' marks a call of ours that slept >= 1 ms (device, lock, page cache)")
+    raws = [j for j in (("raw", "libaio"), ("raw", "io_uring")) if j in jobs]
+    heads2 = heads + [job_name(j)[4:] for j in fio_slat] + [job_name(j) for j in raws]
     print("%-18s" % "workload" + "".join("%*s" % (colw + 1, h[:colw]) for h in heads2))
     for w in workloads:
         lab = label(w)
@@ -646,6 +647,9 @@ def run(a, backends):
         for j in fio_slat:
             cells.append("%s/%s" % (fmt_us(med(lab, j, "slat_max_us")),
                                     fmt_us(med(lab, j, "slat_p99_us"))))
+        for j in raws:
+            cells.append("%s/%s" % (fmt_us(med(lab, j, "loop_stall_max_us")),
+                                    fmt_us(med(lab, j, "loop_stall_p99_us"))))
         print("%-18s" % lab + "".join("%*s" % (colw + 1, c) for c in cells))
 
     if "io_uring" in backends and "libaio" in backends:

@@ -3,7 +3,7 @@
 # Installs what is missing (Debian/Ubuntu), builds into build-bench and runs
 # afio-bench --compare on a scratch file it creates and removes: about a
 # minute.  Extra arguments go to afio-bench --compare.  RUNTIME sets the
-# seconds per cell (default 0.25), DIR where the scratch file goes,
+# seconds per cell (default 0.2), DIR where the scratch file goes,
 # WORKLOADS and MODES what runs (WORKLOADS= and MODES= for the whole
 # matrix of --rw, --io, --bs and every mode).
 set -eu
@@ -18,5 +18,5 @@ modes=${MODES-inline,async}
 set -- ${workloads:+--workloads "$workloads"} ${modes:+--modes "$modes"} --max-repeat 3 "$@"
 # One benchmark at a time on a shared machine.
 exec flock /tmp/afio-bench.lock ./build-bench/bench/afio-bench --compare \
-	--runtime "${RUNTIME:-0.25}" --dir "${DIR:-build-bench}" \
+	--runtime "${RUNTIME:-0.2}" --dir "${DIR:-build-bench}" \
 	--csv build-bench/afio-compare.csv --png build-bench/afio-compare.png "$@"
