@@ -41,6 +41,8 @@ static int watch_forks(void)
 
 void afio_config_init(struct afio_config *cfg)
 {
+	if (!cfg)
+		return;
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->backend = AFIO_BACKEND_AUTO;
 	cfg->mode = AFIO_MODE_INLINE;
@@ -153,14 +155,15 @@ fail:
 	return ret;
 }
 
+/* No enumerator is negative, so -EINVAL names none of them. */
 enum afio_backend afio_backend(const afio_ctx *ctx)
 {
-	return ctx->primary.ops->id;
+	return ctx ? ctx->primary.ops->id : (enum afio_backend)-EINVAL;
 }
 
 enum afio_mode afio_mode(const afio_ctx *ctx)
 {
-	return ctx->cfg.mode;
+	return ctx ? ctx->cfg.mode : (enum afio_mode)-EINVAL;
 }
 
 int afio_eventfd(afio_ctx *ctx)
