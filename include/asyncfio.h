@@ -79,7 +79,10 @@ struct afio_stats {
  * Completion callback.  res: bytes transferred (0 at end of file or when the
  * peer closed), or -errno.  Runs inside afio_poll() (or afio_destroy()),
  * never elsewhere and never on another thread.  It may queue new requests
- * and cancel others; it must not call afio_poll() or afio_destroy().
+ * and cancel others; afio_poll() from a callback fails with -EBUSY.
+ * afio_destroy() from a callback of afio_poll() destroys the context when
+ * that afio_poll() returns (the context must not be used after it), and
+ * from a callback that afio_destroy() runs it does nothing more.
  */
 typedef void (*afio_cb)(void *data, ssize_t res);
 
@@ -111,8 +114,8 @@ AFIO_API int afio_mode_parse(const char *name, enum afio_mode *m);
    afio_poll().  -EAGAIN when `entries` requests are queued or in flight,
    -EINVAL for a NULL buffer, iovec or callback, a negative or too large
    iovec count, a length over SSIZE_MAX or an offset over INT64_MAX,
-   -EBADF for a negative fd, -ESHUTDOWN from a callback that
-   afio_destroy() runs.  Errors of the I/O itself arrive at the callback. */
+   -EBADF for a negative fd, -ESHUTDOWN from a callback once
+   afio_destroy() was called.  Errors of the I/O itself arrive at the callback. */
 AFIO_API int afio_read(afio_ctx *ctx, int fd, void *buf, size_t len, uint64_t off,
 		       afio_cb cb, void *data);
 AFIO_API int afio_write(afio_ctx *ctx, int fd, const void *buf, size_t len, uint64_t off,

@@ -248,6 +248,15 @@ void afio_destroy(afio_ctx *ctx)
 	if (!ctx)
 		return;
 	forked = afio_ctx_forked(ctx);
+	if (!forked && ctx->in_poll) {
+		/* From a callback: the afio_poll() or afio_destroy() that runs
+		   it still walks the context, so the one of afio_poll() is
+		   done when it returns, and afio_destroy() finishes its own. */
+		if (!ctx->closing)
+			ctx->destroy_deferred = true;
+		ctx->closing = true;
+		return;
+	}
 	if (!forked) {
 		ctx->closing = true;
 		afio_cancel_all(ctx);

@@ -10,6 +10,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -66,13 +67,124 @@ START_TEST(test_null_context_and_config)
 }
 END_TEST
 
+/* ---- afio_destroy() from a callback ---- */
+
+/*
+ * Freed memory is filled, so that a context used after it was freed reads
+ * garbage and crashes instead of reading what was there (the Check child
+ * then fails the test without AddressSanitizer too).
+ */
+static void poison_freed_memory(void)
+{
+	mallopt(M_PERTURB, 0xa5);
+}
+
+struct destroy_case {
+	afio_ctx *ctx;
+	int calls;		/* callbacks run, all requests */
+	int in_destroy;		/* of those, while the callback's afio_destroy() ran */
+	bool destroying;
+	int late_queue;		/* afio_read() from the callback after afio_destroy() */
+	struct tu_done silent;
+	int fd;
+	char buf[16][8];
+};
+
+static void count_call(void *data, ssize_t res)
+{
+	struct destroy_case *c = data;
+
+	(void)res;
+	c->calls++;
+	c->in_destroy += c->destroying;
+}
+
+static void destroy_in_callback(void *data, ssize_t res)
+{
+	struct destroy_case *c = data;
+
+	count_call(c, res);
+	c->destroying = true;
+	afio_destroy(c->ctx);
+	c->destroying = false;
+	c->late_queue = afio_read(c->ctx, c->fd, c->buf[0], 1, 0, count_call, c);
+}
+
+/*
+ * A callback of afio_poll() destroys the context while a recv waits and
+ * file reads are in flight.  The destroy happens when that afio_poll()
+ * returns: every other callback runs once, none of them inside the
+ * callback's afio_destroy(), and what the callback queues afterwards is
+ * refused with -ESHUTDOWN.
+ */
+START_TEST(test_destroy_from_poll_callback)
+{
+	struct destroy_case c = { 0 };
+	int sv[2];
+
+	poison_freed_memory();
+	c.ctx = new_ctx(0);
+	c.fd = tu_tmpfile(0);
+	ck_assert_int_ge(c.fd, 0);
+	ck_assert_int_eq(pwrite(c.fd, "abcdefgh", 8, 0), 8);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(c.ctx, sv[0], c.buf[15], 8, 0, tu_on_done, &c.silent), 0);
+	ck_assert_int_eq(afio_read(c.ctx, c.fd, c.buf[1], 8, 0, destroy_in_callback, &c), 0);
+	for (int i = 2; i < 10; i++)
+		ck_assert_int_eq(afio_read(c.ctx, c.fd, c.buf[i], 8, 0, count_call, &c), 0);
+	ck_assert_int_ge(afio_poll(c.ctx, 9, HANG_MS), 1);
+	ck_assert_int_eq(c.calls, 9);
+	ck_assert_int_eq(c.in_destroy, 0);
+	ck_assert_int_eq(c.late_queue, -ESHUTDOWN);
+	ck_assert_int_eq(c.silent.calls, 1);
+	ck_assert_int_eq(c.silent.res, -ECANCELED);
+	close(sv[0]);
+	close(sv[1]);
+	close(c.fd);
+}
+END_TEST
+
+static void destroy_again(void *data, ssize_t res)
+{
+	struct destroy_case *c = data;
+
+	count_call(c, res);
+	ck_assert_int_eq(res, -ECANCELED);
+	afio_destroy(c->ctx);
+	ck_assert_int_eq(afio_poll(c->ctx, 0, 0), -EBUSY);
+}
+
+/* A callback that afio_destroy() runs calls afio_destroy() again: the
+   outer one finishes, once. */
+START_TEST(test_destroy_from_destroy_callback)
+{
+	struct destroy_case c = { 0 };
+	int sv[2];
+
+	poison_freed_memory();
+	c.ctx = new_ctx(0);
+	tu_socketpair(sv);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(afio_recv(c.ctx, sv[0], c.buf[i], 8, 0, destroy_again, &c), 0);
+	ck_assert_int_eq(afio_submit(c.ctx), 3);
+	afio_destroy(c.ctx);
+	ck_assert_int_eq(c.calls, 3);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *robust_suite(void)
 {
 	Suite *s = suite_create("robust");
 	TCase *args = tcase_create("arguments");
+	TCase *destroy = tcase_create("destroy");
 
 	tcase_add_test(args, test_null_context_and_config);
 	suite_add_tcase(s, args);
+	tcase_add_test(destroy, test_destroy_from_poll_callback);
+	tcase_add_test(destroy, test_destroy_from_destroy_callback);
+	suite_add_tcase(s, destroy);
 	return s;
 }
 
