@@ -28,7 +28,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -55,6 +54,8 @@
 
 #define UD_RESERVED	UINT64_MAX	/* low half never a slot index */
 #define UD_CANCEL	(1ull << 31)	/* in a cancel's user_data; slots are fewer */
+#define UD_RETRY	(1ull << 30)	/* in the user_data of a timer to cancel again */
+#define RETRY_NS	1000000		/* how long that timer waits */
 #define REAP_BATCH	64
 #define SQPOLL_WAIT_MS	10
 #define MAX_RING	32768u		/* the kernel's IORING_MAX_ENTRIES */
@@ -94,15 +95,18 @@ static const uint8_t op_code[AFIO_OP_COUNT] = {
 struct uring {
 	struct io_uring ring;
 	struct afio_req **reqs;		/* by slot index, while in the ring */
-	uint64_t *cancels;		/* user_data to cancel, waiting for an SQE */
+	uint64_t *cancels;		/* cancels and retry timers waiting for an SQE */
 	bool *cancel_waits;		/* by slot index: its request is in cancels */
+	bool *retry_armed;		/* by slot index: a retry timer waits or runs */
 	unsigned ncancels;
+	struct __kernel_timespec retry_after;
 	unsigned nslots;
 	unsigned flags;			/* setup flags in force */
 	unsigned cq_entries;
 	bool nodrop;
 	bool has_op[AFIO_OP_COUNT];
 	bool has_cancel;
+	bool has_timeout;
 	int write_rwf;			/* RWF_NOSIGNAL where the kernel has it */
 	enum afio_mode mode;
 };
@@ -236,6 +240,7 @@ static void probe_ops(struct uring *u)
 	for (int op = 0; op < AFIO_OP_COUNT; op++)
 		u->has_op[op] = io_uring_opcode_supported(p, op_code[op]);
 	u->has_cancel = io_uring_opcode_supported(p, IORING_OP_ASYNC_CANCEL);
+	u->has_timeout = io_uring_opcode_supported(p, IORING_OP_TIMEOUT);
 	io_uring_free_probe(p);
 }
 
@@ -420,8 +425,30 @@ static struct io_uring_sqe *get_sqe(struct uring *u)
 	return io_uring_get_sqe(&u->ring);
 }
 
-/* Turns waiting cancels into SQEs, oldest first; those whose request has
-   finished meanwhile are dropped. */
+/* An entry of the cancels list whose request has finished: dropped. */
+static bool cancel_is_stale(struct uring *u, uint64_t ud)
+{
+	if (in_ring(u, ud & ~UD_RETRY))
+		return false;
+	if (ud & UD_RETRY)
+		u->retry_armed[(uint32_t)(ud & ~UD_RETRY)] = false;
+	return true;
+}
+
+static void prep_cancel(struct uring *u, struct io_uring_sqe *sqe, uint64_t ud)
+{
+	if (ud & UD_RETRY) {
+		io_uring_prep_timeout(sqe, &u->retry_after, 0, 0);
+		io_uring_sqe_set_data64(sqe, ud);
+		return;
+	}
+	io_uring_prep_cancel64(sqe, ud, 0);
+	io_uring_sqe_set_data64(sqe, ud | UD_CANCEL);
+	u->cancel_waits[(uint32_t)ud] = false;
+}
+
+/* Turns waiting cancels and retry timers into SQEs, oldest first; those
+   whose request has finished meanwhile are dropped. */
 static void push_cancels(struct uring *u)
 {
 	struct io_uring_sqe *sqe;
@@ -430,14 +457,12 @@ static void push_cancels(struct uring *u)
 
 	for (; done < u->ncancels; done++) {
 		ud = u->cancels[done];
-		if (!in_ring(u, ud))
+		if (cancel_is_stale(u, ud))
 			continue;
 		sqe = get_sqe(u);
 		if (!sqe)
 			break;
-		io_uring_prep_cancel64(sqe, ud, 0);
-		io_uring_sqe_set_data64(sqe, ud | UD_CANCEL);
-		u->cancel_waits[(uint32_t)ud] = false;
+		prep_cancel(u, sqe, ud);
 	}
 	u->ncancels -= done;
 	memmove(u->cancels, u->cancels + done, u->ncancels * sizeof(*u->cancels));
@@ -481,6 +506,7 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 /* ---- completions ---- */
 
 static void cancel_answered(struct uring *u, uint64_t ud, int res);
+static void retry_due(struct uring *u, uint32_t index);
 
 static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 {
@@ -494,6 +520,10 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 		return;		/* liburing's own timeout */
 	if (ud & UD_CANCEL) {
 		cancel_answered(u, ud & ~UD_CANCEL, cqe->res);
+		return;
+	}
+	if (ud & UD_RETRY) {
+		retry_due(u, index & ~(uint32_t)UD_RETRY);
 		return;
 	}
 	if (index >= u->nslots)
@@ -594,17 +624,24 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 
 /* ---- cancel ---- */
 
-/* A full list holds at least one cancel whose request has finished (each
-   request in the ring has one at most, see queue_cancel()): make room by
-   dropping those. */
+/* A full list holds at least one entry whose request has finished (each
+   request in the ring has one cancel and one retry timer in it at most,
+   see queue_cancel() and queue_retry()): make room by dropping those. */
 static void drop_stale_cancels(struct uring *u)
 {
 	unsigned kept = 0;
 
 	for (unsigned i = 0; i < u->ncancels; i++)
-		if (in_ring(u, u->cancels[i]))
+		if (!cancel_is_stale(u, u->cancels[i]))
 			u->cancels[kept++] = u->cancels[i];
 	u->ncancels = kept;
+}
+
+static void queue_entry(struct uring *u, uint64_t entry)
+{
+	if (u->ncancels == 2 * u->nslots)
+		drop_stale_cancels(u);
+	u->cancels[u->ncancels++] = entry;
 }
 
 /* ud is in the ring.  A second cancel for it while one waits would ask
@@ -616,23 +653,33 @@ static void queue_cancel(struct uring *u, uint64_t ud)
 
 	if (u->cancel_waits[index])
 		return;
-	if (u->ncancels == u->nslots)
-		drop_stale_cancels(u);
-	u->cancels[u->ncancels++] = ud;
+	queue_entry(u, ud);
 	u->cancel_waits[index] = true;
 }
 
-/* Whether r, once running in io-wq, may go on to wait by poll: anything but
-   fsync and I/O on a regular file or block device. */
-static bool may_wait_by_poll(const struct afio_req *r)
+/* ud is in the ring: cancel it again after RETRY_NS.  The timer belongs to
+   the slot, not to the request: whatever request holds the slot when it
+   fires is asked again if it was canceled (see retry_due()). */
+static void queue_retry(struct uring *u, uint64_t ud)
 {
-	struct stat st;
+	uint32_t index = (uint32_t)ud;
 
-	if (r->op == AFIO_OP_FSYNC)
-		return false;
-	if (fstat(r->fd, &st) < 0)
-		return true;
-	return !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode);
+	if (u->retry_armed[index])
+		return;
+	queue_entry(u, ud | UD_RETRY);
+	u->retry_armed[index] = true;
+}
+
+static void retry_due(struct uring *u, uint32_t index)
+{
+	struct afio_req *r;
+
+	if (index >= u->nslots)
+		return;
+	u->retry_armed[index] = false;
+	r = u->reqs[index];
+	if (r && r->cancel)
+		queue_cancel(u, ud_of(r));
 }
 
 /*
@@ -641,14 +688,30 @@ static bool may_wait_by_poll(const struct afio_req *r)
  * goes on to arm a poll, and there the request would wait, uncanceled, for
  * good.  With SQPOLL the cancel can even miss it on its way there and
  * answer -ENOENT.  So ask again while its completion has not been seen: a
- * poll wait is found and ended.  A file request in io-wq simply finishes.
+ * poll wait is found and ended.
+ *
+ * Whether a request can wait by poll follows from what it is, never from
+ * what its fd number names now: the program may have closed the fd and
+ * the number may be another file (asyncfio(7), CLOSING A DESCRIPTOR).
+ * fsync never waits by poll, and a socket request soon does: ask again at
+ * once.  A read or write may be on a regular file, which io-wq simply
+ * finishes, or on a pipe, which waits by poll: ask again after a short
+ * timer, whose completion also wakes a program that sleeps on the eventfd,
+ * rather than spin for as long as a disk read takes.
  */
 static void cancel_answered(struct uring *u, uint64_t ud, int res)
 {
+	const struct afio_req *r;
+
 	if ((res != -EALREADY && res != -ENOENT) || !in_ring(u, ud))
 		return;
-	if (may_wait_by_poll(u->reqs[(uint32_t)ud]))
+	r = u->reqs[(uint32_t)ud];
+	if (r->op == AFIO_OP_FSYNC)
+		return;
+	if (afio_op_is_socket(r->op) || !u->has_timeout)
 		queue_cancel(u, ud);
+	else
+		queue_retry(u, ud);
 }
 
 /*
@@ -674,6 +737,7 @@ static void free_uring(struct uring *u)
 	free(u->reqs);
 	free(u->cancels);
 	free(u->cancel_waits);
+	free(u->retry_armed);
 	free(u);
 }
 
@@ -702,9 +766,11 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 		return -ENOMEM;
 	u->nslots = afio_ctx_entries(e->ctx);
 	u->reqs = calloc(u->nslots, sizeof(*u->reqs));
-	u->cancels = calloc(u->nslots, sizeof(*u->cancels));
+	u->cancels = calloc(2 * (size_t)u->nslots, sizeof(*u->cancels));
 	u->cancel_waits = calloc(u->nslots, sizeof(*u->cancel_waits));
-	if (!u->reqs || !u->cancels || !u->cancel_waits) {
+	u->retry_armed = calloc(u->nslots, sizeof(*u->retry_armed));
+	u->retry_after.tv_nsec = RETRY_NS;
+	if (!u->reqs || !u->cancels || !u->cancel_waits || !u->retry_armed) {
 		free_uring(u);
 		return -ENOMEM;
 	}

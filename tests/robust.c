@@ -38,7 +38,7 @@ static afio_ctx *new_ctx(unsigned entries)
 }
 
 /* Polls until d has completed, failing the test if that takes HANG_MS. */
-static __attribute__((unused)) void wait_done_or_hang(afio_ctx *ctx, struct tu_done *d, const char *what)
+static void wait_done_or_hang(afio_ctx *ctx, struct tu_done *d, const char *what)
 {
 	for (int waited = 0; !d->calls; waited += 100) {
 		ck_assert_msg(waited < HANG_MS, "%s: no completion after %d ms", what, HANG_MS);
@@ -174,17 +174,127 @@ START_TEST(test_destroy_from_destroy_callback)
 }
 END_TEST
 
+/* ---- a descriptor closed and its number reused under a waiting request ---- */
+
+static unsigned reuse_races(void)
+{
+	const char *v = getenv("AFIO_ROBUST_RACES");
+
+	return v && *v ? (unsigned)strtoul(v, NULL, 10) : 3000;
+}
+
+/*
+ * A recv waits on a socket, or a read on a pipe (io_uring reads a pipe as
+ * read(2) does), whose descriptor the program has closed, its number now
+ * a regular file (asyncfio(7), CLOSING A DESCRIPTOR); then it is
+ * canceled.  To catch the cancel while a kernel worker runs the request, a
+ * byte arrives just before and is taken through another descriptor of the
+ * same socket or pipe, so that the request wakes, finds nothing and goes
+ * back to waiting.  Whatever the cancel meets, the request completes.
+ */
+/*
+ * A descriptor that takes bytes without waiting, from the same socket or
+ * pipe as fd.  Not a dup for a pipe: O_NONBLOCK on fd's own open file
+ * would make io_uring give -EAGAIN instead of waiting.
+ */
+static int another_reader(int fd, bool on_pipe)
+{
+	char path[32];
+	int other;
+
+	if (on_pipe) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		other = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	} else {
+		other = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	}
+	ck_assert_int_ge(other, 0);
+	return other;
+}
+
+static void steal_byte(int fd, bool on_pipe)
+{
+	char c;
+
+	if (on_pipe)
+		(void)!read(fd, &c, 1);
+	else
+		(void)!recv(fd, &c, 1, MSG_DONTWAIT);
+}
+
+static void race_reuse(bool on_pipe)
+{
+	afio_ctx *ctx = new_ctx(4);
+	unsigned races = reuse_races();
+	int file = tu_tmpfile(0);
+	char in[4], what[80];
+	int end[2], other;
+
+	ck_assert_int_ge(file, 0);
+	for (unsigned i = 0; i < races; i++) {
+		struct tu_done d = { 0 };
+
+		if (on_pipe)
+			ck_assert_int_eq(pipe2(end, O_CLOEXEC), 0);
+		else
+			tu_socketpair(end);
+		other = another_reader(end[0], on_pipe);
+		if (on_pipe)
+			ck_assert_int_eq(afio_read(ctx, end[0], in, sizeof(in), 0, tu_on_done, &d), 0);
+		else
+			ck_assert_int_eq(afio_recv(ctx, end[0], in, sizeof(in), 0, tu_on_done, &d), 0);
+		ck_assert_int_eq(afio_submit(ctx), 1);
+		/* Give a kernel worker the moment it takes to bind the request
+		   to its file; one that has not yet is canceled as well. */
+		if (i % 2)
+			usleep(50);
+		ck_assert_int_eq(dup2(file, end[0]), end[0]);
+		ck_assert_int_eq(write(end[1], "x", 1), 1);
+		steal_byte(other, on_pipe);
+		afio_cancel(ctx, &d);
+		snprintf(what, sizeof(what), "race %u: canceled %s on a reused fd", i,
+			 on_pipe ? "pipe read" : "recv");
+		wait_done_or_hang(ctx, &d, what);
+		ck_assert_int_eq(d.calls, 1);
+		/* Bound to the file: -ENOTSOCK or its end; threads and libaio
+		   refuse a read of a pipe with -ESPIPE. */
+		ck_assert_msg(d.res == -ECANCELED || d.res == 1 || d.res == 0 ||
+			      d.res == -ENOTSOCK || d.res == -ESPIPE, "%s: %zd", what, d.res);
+		close(other);
+		close(end[0]);
+		close(end[1]);
+	}
+	afio_destroy(ctx);
+	close(file);
+}
+
+START_TEST(test_cancel_recv_whose_fd_was_reused)
+{
+	race_reuse(false);
+}
+END_TEST
+
+START_TEST(test_cancel_pipe_read_whose_fd_was_reused)
+{
+	race_reuse(true);
+}
+END_TEST
+
 static Suite *robust_suite(void)
 {
 	Suite *s = suite_create("robust");
 	TCase *args = tcase_create("arguments");
 	TCase *destroy = tcase_create("destroy");
+	TCase *reuse = tcase_create("fd-reuse");
 
 	tcase_add_test(args, test_null_context_and_config);
 	suite_add_tcase(s, args);
 	tcase_add_test(destroy, test_destroy_from_poll_callback);
 	tcase_add_test(destroy, test_destroy_from_destroy_callback);
 	suite_add_tcase(s, destroy);
+	tcase_add_test(reuse, test_cancel_recv_whose_fd_was_reused);
+	tcase_add_test(reuse, test_cancel_pipe_read_whose_fd_was_reused);
+	suite_add_tcase(s, reuse);
 	return s;
 }
 
