@@ -280,12 +280,120 @@ START_TEST(test_cancel_pipe_read_whose_fd_was_reused)
 }
 END_TEST
 
+/* ---- no descriptor left ---- */
+
+struct fd_fill {
+	struct rlimit old;
+	int fds[1024];
+	int n;
+};
+
+static int highest_fd(void)
+{
+	int top = -1;
+
+	for (int fd = 0; fd < 4096; fd++)
+		if (fcntl(fd, F_GETFD) >= 0)
+			top = fd;
+	return top;
+}
+
+/* Lowers RLIMIT_NOFILE to just above the highest open fd and takes every
+   number below it, so that the next fd anyone opens fails with EMFILE. */
+static void use_up_fds(struct fd_fill *f)
+{
+	struct rlimit rl;
+	int fd;
+
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &f->old), 0);
+	rl = f->old;
+	rl.rlim_cur = (rlim_t)highest_fd() + 1;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	f->n = 0;
+	while (f->n < 1024 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		f->fds[f->n++] = fd;
+	ck_assert_int_lt(f->n, 1024);
+	ck_assert_int_lt(dup(0), 0);
+}
+
+static void give_back_fds(struct fd_fill *f)
+{
+	while (f->n)
+		close(f->fds[--f->n]);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &f->old), 0);
+}
+
+#define IDLE_SOCKETS	8	/* twice the pool's workers */
+#define FILE_OPS	40
+
+/*
+ * Socket requests that must wait, with no fd left for the library's dup
+ * of the socket, and then file reads and fsyncs: the file requests
+ * complete.  (ASYNC holds a worker per waiting socket by design.)  A
+ * socket request waits without a worker or fails with -EMFILE; once
+ * canceled, each completes once.
+ */
+START_TEST(test_no_fd_left_for_waiting_sockets)
+{
+	struct tu_done idle[IDLE_SOCKETS] = { 0 }, ops[FILE_OPS] = { 0 }, warm = { 0 };
+	int sv[IDLE_SOCKETS][2], file, done;
+	char in[IDLE_SOCKETS][4], buf[FILE_OPS][8];
+	struct fd_fill fill;
+	afio_ctx *ctx;
+
+	if (target_mode == AFIO_MODE_ASYNC)
+		return;
+	ctx = new_ctx(0);
+	file = tu_tmpfile(0);
+	ck_assert_int_ge(file, 0);
+	ck_assert_int_eq(pwrite(file, "abcdefgh", 8, 0), 8);
+	/* Another backend's pool starts with its first request, not here. */
+	ck_assert_int_eq(afio_read(ctx, file, buf[0], 8, 0, tu_on_done, &warm), 0);
+	wait_done_or_hang(ctx, &warm, "read before");
+	for (int i = 0; i < IDLE_SOCKETS; i++)
+		tu_socketpair(sv[i]);
+
+	use_up_fds(&fill);
+	for (int i = 0; i < IDLE_SOCKETS; i++)
+		ck_assert_int_eq(afio_recv(ctx, sv[i][0], in[i], sizeof(in[i]), 0,
+					   tu_on_done, &idle[i]), 0);
+	ck_assert_int_ge(afio_submit(ctx), 0);
+	for (int i = 0; i < FILE_OPS; i++) {
+		if (i % 2)
+			ck_assert_int_eq(afio_fsync(ctx, file, 0, tu_on_done, &ops[i]), 0);
+		else
+			ck_assert_int_eq(afio_read(ctx, file, buf[i], 8, 0, tu_on_done, &ops[i]), 0);
+	}
+	for (int i = 0; i < FILE_OPS; i++)
+		wait_done_or_hang(ctx, &ops[i], "file request with sockets waiting and no fd left");
+	for (int i = 0; i < FILE_OPS; i++)
+		ck_assert_int_eq(ops[i].res, i % 2 ? 0 : 8);
+	for (int i = 0; i < IDLE_SOCKETS; i++) {
+		afio_cancel(ctx, &idle[i]);
+		wait_done_or_hang(ctx, &idle[i], "canceled recv");
+		ck_assert_msg(idle[i].res == -ECANCELED || idle[i].res == -EMFILE,
+			      "recv %d: %zd", i, idle[i].res);
+	}
+	give_back_fds(&fill);
+	done = 0;
+	for (int i = 0; i < IDLE_SOCKETS; i++) {
+		done += idle[i].calls;
+		close(sv[i][0]);
+		close(sv[i][1]);
+	}
+	ck_assert_int_eq(done, IDLE_SOCKETS);
+	afio_destroy(ctx);
+	close(file);
+}
+END_TEST
+
 static Suite *robust_suite(void)
 {
 	Suite *s = suite_create("robust");
 	TCase *args = tcase_create("arguments");
 	TCase *destroy = tcase_create("destroy");
 	TCase *reuse = tcase_create("fd-reuse");
+	TCase *nofd = tcase_create("no-fd");
 
 	tcase_add_test(args, test_null_context_and_config);
 	suite_add_tcase(s, args);
@@ -295,6 +403,8 @@ static Suite *robust_suite(void)
 	tcase_add_test(reuse, test_cancel_recv_whose_fd_was_reused);
 	tcase_add_test(reuse, test_cancel_pipe_read_whose_fd_was_reused);
 	suite_add_tcase(s, reuse);
+	tcase_add_test(nofd, test_no_fd_left_for_waiting_sockets);
+	suite_add_tcase(s, nofd);
 	return s;
 }
 
