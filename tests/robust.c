@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -387,6 +388,63 @@ START_TEST(test_no_fd_left_for_waiting_sockets)
 }
 END_TEST
 
+/* ---- requests that cannot succeed fail at once, on every backend ---- */
+
+/* A connected TCP pair on 127.0.0.1: MSG_OOB needs TCP. */
+static void tcp_pair(int sv[2])
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
+	sv[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(sv[1], 0);
+	ck_assert_int_eq(connect(sv[1], (struct sockaddr *)&a, len), 0);
+	sv[0] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(sv[0], 0);
+	close(lfd);
+}
+
+/* recv(2) with MSG_OOB and no urgent data fails with EINVAL at once; a
+   request must not wait for data that would not change that. */
+START_TEST(test_recv_oob_without_urgent_data)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done d = { 0 };
+	char c;
+	int sv[2];
+
+	tcp_pair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[0], &c, 1, MSG_OOB, tu_on_done, &d), 0);
+	wait_done_or_hang(ctx, &d, "MSG_OOB recv without urgent data");
+	ck_assert_int_eq(d.res, -EINVAL);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* An epoll fd is not a socket, and an afio_recv on it says so. */
+START_TEST(test_recv_on_epoll_fd)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done d = { 0 };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	char c;
+
+	ck_assert_int_ge(ep, 0);
+	ck_assert_int_eq(afio_recv(ctx, ep, &c, 1, 0, tu_on_done, &d), 0);
+	wait_done_or_hang(ctx, &d, "recv on an epoll fd");
+	ck_assert_int_eq(d.res, -ENOTSOCK);
+	afio_destroy(ctx);
+	close(ep);
+}
+END_TEST
+
 static Suite *robust_suite(void)
 {
 	Suite *s = suite_create("robust");
@@ -394,6 +452,7 @@ static Suite *robust_suite(void)
 	TCase *destroy = tcase_create("destroy");
 	TCase *reuse = tcase_create("fd-reuse");
 	TCase *nofd = tcase_create("no-fd");
+	TCase *fail = tcase_create("fail-at-once");
 
 	tcase_add_test(args, test_null_context_and_config);
 	suite_add_tcase(s, args);
@@ -405,6 +464,9 @@ static Suite *robust_suite(void)
 	suite_add_tcase(s, reuse);
 	tcase_add_test(nofd, test_no_fd_left_for_waiting_sockets);
 	suite_add_tcase(s, nofd);
+	tcase_add_test(fail, test_recv_oob_without_urgent_data);
+	tcase_add_test(fail, test_recv_on_epoll_fd);
+	suite_add_tcase(s, fail);
 	return s;
 }
 
