@@ -858,6 +858,17 @@ static bool sendfile_inline(struct uring *u, struct afio_req *r)
 	return true;
 }
 
+/*
+ * The kernel would read or write the context's own eventfd as read(2) and
+ * write(2) do (afio_read(3)): a read would wait for, and then take, the
+ * wake-ups meant for the program.  The other backends give -ESPIPE, as
+ * pread(2) does; so does this one, for the price of a compare.
+ */
+static bool is_own_eventfd(const struct afio_engine *e, const struct afio_req *r)
+{
+	return afio_op_kind(r->op) == AFIO_KIND_FILE_RW && r->fd == afio_ctx_eventfd(e->ctx);
+}
+
 static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 {
 	struct uring *u = e->priv;
@@ -866,6 +877,11 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 	int n = 0, ret;
 
 	while ((r = q->head)) {
+		if (is_own_eventfd(e, r)) {
+			afio_req_done(afio_reqq_pop(q), -ESPIPE);
+			n++;
+			continue;
+		}
 		if (!u->has_op[r->op] || !sqe_fits(r)) {
 			afio_route_to_pool(e, afio_reqq_pop(q));
 			n++;

@@ -445,6 +445,61 @@ START_TEST(test_recv_on_epoll_fd)
 }
 END_TEST
 
+/*
+ * The context's own eventfd is no file to read or write: on every backend
+ * that is -ESPIPE, as pread(2) says, where io_uring would read it as
+ * read(2) does, waiting for and then taking the wake-ups meant for the
+ * program.
+ */
+START_TEST(test_read_write_own_eventfd)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done d[2] = { 0 };
+	uint64_t v = 1, w;
+
+	ck_assert_int_eq(afio_read(ctx, afio_eventfd(ctx), &w, sizeof(w), 0, tu_on_done, &d[0]), 0);
+	ck_assert_int_eq(afio_write(ctx, afio_eventfd(ctx), &v, sizeof(v), 0, tu_on_done, &d[1]), 0);
+	wait_done_or_hang(ctx, &d[0], "read of the context's eventfd");
+	wait_done_or_hang(ctx, &d[1], "write of the context's eventfd");
+	ck_assert_int_eq(d[0].res, -ESPIPE);
+	ck_assert_int_eq(d[1].res, -ESPIPE);
+	afio_destroy(ctx);
+}
+END_TEST
+
+/*
+ * An epoll fd cannot be read at an offset: -ESPIPE, as pread(2) says.
+ * io_uring reads what is not a regular file as read(2) would (afio_read(3))
+ * but first waits for it to be readable, and for an epoll set read(2) then
+ * fails with EINVAL: the request ends once the set has something ready, or
+ * when it is canceled.
+ */
+START_TEST(test_read_epoll_fd)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct tu_done d = { 0 };
+	int ep = epoll_create1(EPOLL_CLOEXEC), sv[2];
+	uint64_t v;
+
+	ck_assert_int_ge(ep, 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &ev), 0);
+	ck_assert_int_eq(afio_read(ctx, ep, &v, sizeof(v), 0, tu_on_done, &d), 0);
+	ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	if (target_backend == AFIO_BACKEND_IO_URING) {
+		ck_assert_int_eq(d.calls, 0);
+		ck_assert_int_eq(write(sv[1], "x", 1), 1);
+	}
+	wait_done_or_hang(ctx, &d, "read of an epoll fd");
+	ck_assert_int_eq(d.res, target_backend == AFIO_BACKEND_IO_URING ? -EINVAL : -ESPIPE);
+	afio_destroy(ctx);
+	close(ep);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *robust_suite(void)
 {
 	Suite *s = suite_create("robust");
@@ -466,6 +521,8 @@ static Suite *robust_suite(void)
 	suite_add_tcase(s, nofd);
 	tcase_add_test(fail, test_recv_oob_without_urgent_data);
 	tcase_add_test(fail, test_recv_on_epoll_fd);
+	tcase_add_test(fail, test_read_write_own_eventfd);
+	tcase_add_test(fail, test_read_epoll_fd);
 	suite_add_tcase(s, fail);
 	return s;
 }
