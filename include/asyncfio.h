@@ -51,6 +51,7 @@ enum afio_mode {
 /* struct afio_config.flags */
 #define AFIO_NO_FALLBACK	(1u << 0) /* the asked backend or an error, never another */
 #define AFIO_SQPOLL		(1u << 1) /* io_uring: a kernel thread polls the ring */
+#define AFIO_MODE_FIXED		(1u << 2) /* cfg.mode is the program's: AFIO_MODE is ignored */
 
 /* afio_fsync() flags */
 #define AFIO_FSYNC_DATASYNC	(1u << 0) /* fdatasync(2) instead of fsync(2) */
@@ -89,7 +90,8 @@ typedef void (*afio_cb)(void *data, ssize_t res);
 AFIO_API void afio_config_init(struct afio_config *cfg);
 
 /* cfg may be NULL for the defaults.  The environment (AFIO_BACKEND,
-   AFIO_MODE) overrides a backend or mode left at its default. */
+   AFIO_MODE) overrides a backend or mode left at its default, the mode
+   only without AFIO_MODE_FIXED. */
 AFIO_API int afio_create(afio_ctx **ctx, const struct afio_config *cfg);
 
 /* Cancels everything in flight, runs each pending callback exactly once

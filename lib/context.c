@@ -14,7 +14,7 @@
 #define AFIO_DEFAULT_THREADS	4
 #define AFIO_MAX_ENTRIES	(1u << 20)
 #define AFIO_MAX_THREADS	1024
-#define AFIO_KNOWN_FLAGS	(AFIO_NO_FALLBACK | AFIO_SQPOLL)
+#define AFIO_KNOWN_FLAGS	(AFIO_NO_FALLBACK | AFIO_SQPOLL | AFIO_MODE_FIXED)
 
 atomic_uint afio_fork_gen;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
@@ -50,7 +50,8 @@ void afio_config_init(struct afio_config *cfg)
 	cfg->threads = AFIO_DEFAULT_THREADS;
 }
 
-/* Only what the caller left at its default gives way to the environment. */
+/* Only what the caller left at its default gives way to the environment;
+   INLINE is the default and a choice too, which AFIO_MODE_FIXED says. */
 static int apply_env(struct afio_config *cfg)
 {
 	const char *v;
@@ -63,7 +64,7 @@ static int apply_env(struct afio_config *cfg)
 			return ret;
 	}
 	v = secure_getenv("AFIO_MODE");
-	if (v && *v && cfg->mode == AFIO_MODE_INLINE) {
+	if (v && *v && cfg->mode == AFIO_MODE_INLINE && !(cfg->flags & AFIO_MODE_FIXED)) {
 		ret = afio_mode_parse(v, &cfg->mode);
 		if (ret)
 			return ret;

@@ -68,6 +68,28 @@ START_TEST(test_null_context_and_config)
 }
 END_TEST
 
+/* AFIO_MODE in the environment replaces INLINE, unless the program says
+   that INLINE is its choice. */
+START_TEST(test_mode_fixed_against_environment)
+{
+	struct afio_config cfg;
+	afio_ctx *ctx = NULL;
+
+	setenv("AFIO_MODE", "hybrid", 1);
+	afio_config_init(&cfg);
+	cfg.backend = target_backend;
+	cfg.flags = AFIO_NO_FALLBACK;
+	ck_assert_int_eq(afio_create(&ctx, &cfg), 0);
+	ck_assert_int_eq(afio_mode(ctx), AFIO_MODE_HYBRID);
+	afio_destroy(ctx);
+	cfg.flags |= AFIO_MODE_FIXED;
+	ck_assert_int_eq(afio_create(&ctx, &cfg), 0);
+	ck_assert_int_eq(afio_mode(ctx), AFIO_MODE_INLINE);
+	afio_destroy(ctx);
+	unsetenv("AFIO_MODE");
+}
+END_TEST
+
 /* ---- afio_destroy() from a callback ---- */
 
 /*
@@ -510,6 +532,7 @@ static Suite *robust_suite(void)
 	TCase *fail = tcase_create("fail-at-once");
 
 	tcase_add_test(args, test_null_context_and_config);
+	tcase_add_test(args, test_mode_fixed_against_environment);
 	suite_add_tcase(s, args);
 	tcase_add_test(destroy, test_destroy_from_poll_callback);
 	tcase_add_test(destroy, test_destroy_from_destroy_callback);
