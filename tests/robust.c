@@ -90,6 +90,103 @@ START_TEST(test_mode_fixed_against_environment)
 }
 END_TEST
 
+/* ---- structures that grow: what a program of another version passes ---- */
+
+#define GUARD 0x5a
+
+static bool untouched(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != GUARD)
+			return false;
+	return true;
+}
+
+START_TEST(test_version)
+{
+	ck_assert_uint_eq(afio_version(), AFIO_VERSION);
+	ck_assert_uint_eq(AFIO_VERSION, AFIO_VERSION_NUM(AFIO_VERSION_MAJOR, AFIO_VERSION_MINOR,
+							 AFIO_VERSION_PATCH));
+	ck_assert_uint_gt(AFIO_VERSION_NUM(0, 2, 0), AFIO_VERSION_NUM(0, 1, 9));
+}
+END_TEST
+
+/*
+ * A configuration from a later version, larger than this library's: the
+ * library writes only as far as the program said, and creates a context
+ * when the fields it does not know are 0, not otherwise.  One from 0.1
+ * (size 0) and one made by the plain symbol work as they always did.
+ */
+START_TEST(test_config_of_other_sizes)
+{
+	struct {
+		struct afio_config cfg;
+		unsigned later[4];
+		unsigned char guard[16];
+	} big;
+	struct afio_config old;
+	afio_ctx *ctx = NULL;
+
+	memset(&big, GUARD, sizeof(big));
+	afio_config_init_sized(&big.cfg, offsetof(typeof(big), guard));
+	ck_assert(untouched(big.guard, sizeof(big.guard)));
+	ck_assert_uint_eq(big.cfg.size, offsetof(typeof(big), guard));
+	ck_assert_uint_eq(big.later[3], 0);
+	big.cfg.backend = target_backend;
+	big.cfg.mode = target_mode;
+	big.cfg.flags = AFIO_NO_FALLBACK;
+	big.later[1] = 1;
+	ck_assert_int_eq(afio_create(&ctx, &big.cfg), -EINVAL);
+	big.later[1] = 0;
+	ck_assert_int_eq(afio_create(&ctx, &big.cfg), 0);
+	ck_assert_int_eq(afio_backend(ctx), target_backend);
+	afio_destroy(ctx);
+
+	memset(&old, GUARD, sizeof(old));
+	(afio_config_init)(&old);
+	ck_assert_int_eq(old.entries, 256);
+	old.size = 0;
+	old.backend = target_backend;
+	old.mode = target_mode;
+	old.flags = AFIO_NO_FALLBACK;
+	ck_assert_int_eq(afio_create(&ctx, &old), 0);
+	afio_destroy(ctx);
+	old.size = 8;
+	ck_assert_int_eq(afio_create(&ctx, &old), -EINVAL);
+}
+END_TEST
+
+/* Stats into a structure smaller or larger than this library's: never a
+   byte past its size, and what this library does not fill is 0. */
+START_TEST(test_stats_of_other_sizes)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct {
+		struct afio_stats st;
+		uint64_t later[2];
+		unsigned char guard[16];
+	} big;
+	struct {
+		uint64_t first[2];
+		unsigned char guard[16];
+	} small;
+	struct afio_stats plain;
+
+	memset(&big, GUARD, sizeof(big));
+	ck_assert_int_eq(afio_stats_sized(ctx, &big.st, offsetof(typeof(big), guard)), 0);
+	ck_assert(untouched(big.guard, sizeof(big.guard)));
+	ck_assert_uint_eq(big.later[0], 0);
+	ck_assert_uint_eq(big.later[1], 0);
+	memset(&small, GUARD, sizeof(small));
+	ck_assert_int_eq(afio_stats_sized(ctx, (struct afio_stats *)&small, sizeof(small.first)), 0);
+	ck_assert(untouched(small.guard, sizeof(small.guard)));
+	ck_assert_uint_eq(small.first[0], 0);
+	ck_assert_int_eq((afio_stats)(ctx, &plain), 0);
+	ck_assert_uint_eq(plain.submitted, 0);
+	afio_destroy(ctx);
+}
+END_TEST
+
 /* ---- afio_destroy() from a callback ---- */
 
 /*
@@ -533,6 +630,9 @@ static Suite *robust_suite(void)
 
 	tcase_add_test(args, test_null_context_and_config);
 	tcase_add_test(args, test_mode_fixed_against_environment);
+	tcase_add_test(args, test_version);
+	tcase_add_test(args, test_config_of_other_sizes);
+	tcase_add_test(args, test_stats_of_other_sizes);
 	suite_add_tcase(s, args);
 	tcase_add_test(destroy, test_destroy_from_poll_callback);
 	tcase_add_test(destroy, test_destroy_from_destroy_callback);
