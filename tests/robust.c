@@ -619,6 +619,44 @@ START_TEST(test_read_epoll_fd)
 }
 END_TEST
 
+/* ---- what the core queue holds ---- */
+
+/*
+ * A sendfile that finishes at once while it is handed over (INLINE, a
+ * non-blocking socket, a cached file) between other requests: those
+ * queued behind it still go.  io_uring once finished it while it was still
+ * linked in the queue, which cut off everything behind it for good.
+ */
+START_TEST(test_requests_behind_a_sendfile_done_at_once)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done d[6] = { 0 };
+	int file = tu_tmpfile(0), sv[2];
+	char buf[6][8];
+
+	ck_assert_int_ge(file, 0);
+	ck_assert_int_eq(pwrite(file, "abcdefgh", 8, 0), 8);
+	tu_socketpair(sv);
+	ck_assert_int_eq(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+	for (int i = 0; i < 6; i++) {
+		if (i == 1)
+			ck_assert_int_eq(afio_sendfile(ctx, sv[0], file, 0, 8, tu_on_done, &d[i]), 0);
+		else
+			ck_assert_int_eq(afio_read(ctx, file, buf[i], 8, 0, tu_on_done, &d[i]), 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		wait_done_or_hang(ctx, &d[i], "a request queued behind a sendfile");
+		ck_assert_int_eq(d[i].res, 8);
+	}
+	ck_assert_int_eq(recv(sv[1], buf[0], 8, MSG_DONTWAIT), 8);
+	ck_assert(!memcmp(buf[0], "abcdefgh", 8));
+	afio_destroy(ctx);
+	close(file);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *robust_suite(void)
 {
 	Suite *s = suite_create("robust");
@@ -627,6 +665,7 @@ static Suite *robust_suite(void)
 	TCase *reuse = tcase_create("fd-reuse");
 	TCase *nofd = tcase_create("no-fd");
 	TCase *fail = tcase_create("fail-at-once");
+	TCase *queue = tcase_create("queue");
 
 	tcase_add_test(args, test_null_context_and_config);
 	tcase_add_test(args, test_mode_fixed_against_environment);
@@ -647,6 +686,8 @@ static Suite *robust_suite(void)
 	tcase_add_test(fail, test_read_write_own_eventfd);
 	tcase_add_test(fail, test_read_epoll_fd);
 	suite_add_tcase(s, fail);
+	tcase_add_test(queue, test_requests_behind_a_sendfile_done_at_once);
+	suite_add_tcase(s, queue);
 	return s;
 }
 
