@@ -109,6 +109,10 @@ struct afio_req {
 	uint64_t off;
 	ssize_t res;
 	size_t progress;	/* bytes moved so far by a request done in steps */
+	/* CONNECT: connect(2) was called, the rest is waiting.  Written by
+	   whoever runs the request, so not in the word of state and cancel,
+	   which the owner reads meanwhile. */
+	uint8_t started;
 	struct afio_ctx *ctx;
 	struct afio_engine *engine;	/* who owns it while HANDED */
 	int fd;
@@ -120,7 +124,6 @@ struct afio_req {
 	uint8_t op;
 	uint8_t state;
 	uint8_t cancel;		/* afio_cancel() asked for it */
-	uint8_t started;	/* CONNECT: connect(2) was called, the rest is waiting */
 };
 
 struct afio_reqq {
