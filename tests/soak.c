@@ -403,6 +403,11 @@ static void on_done(void *data, ssize_t res)
 	rd->callbacks++;
 	if (res == -ECANCELED)
 		rd->canceled++;
+	/* With no fd left, any request may fail for want of one (the pool
+	   of another backend cannot start, say): it did nothing, as if
+	   canceled. */
+	if (fd_shortage(rd, res))
+		res = -ECANCELED;
 	if (r->kind <= K_FALLOCATE)
 		file_done(rd, r, res);
 	else if (r->kind <= K_RECVMSG)
@@ -965,7 +970,8 @@ static void thread_exits(struct round *rd)
 
 /* In the child the context is the parent's: every call fails at once.
    Under AddressSanitizer the child makes no call that frees memory: its
-   allocator may have been locked by another thread at the fork. */
+   allocator may have been locked by another thread at the fork (and
+   ThreadSanitizer follows what a child does no better). */
 static void fork_in_flight(struct round *rd)
 {
 	int status;
@@ -977,7 +983,7 @@ static void fork_in_flight(struct round *rd)
 	if (!pid) {
 		bool ok = afio_poll(rd->ctx, 0, 0) == -ECHILD && afio_submit(rd->ctx) == -ECHILD &&
 			  afio_cancel(rd->ctx, NULL) == -ECHILD;
-#ifndef __SANITIZE_ADDRESS__
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 		afio_destroy(rd->ctx);
 #endif
 		_exit(ok ? 0 : 1);
