@@ -3,7 +3,8 @@
  * asyncfio.h on its own, the first include of a program built as strict
  * C11 without _GNU_SOURCE: it brings what its prototypes need and only
  * declares struct open_how and struct statx, so that the program's own
- * <sys/stat.h> and <linux/openat2.h> after it define them once.
+ * <linux/stat.h> (glibc's <sys/stat.h> has it only for _GNU_SOURCE) and
+ * <linux/openat2.h> after it define them once.
  */
 #include "asyncfio.h"
 
@@ -29,6 +30,7 @@ static const any_fn ops_02[] = {
 
 #include <errno.h>
 #include <linux/openat2.h>
+#include <linux/stat.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
