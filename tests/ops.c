@@ -780,7 +780,7 @@ START_TEST(test_msg_stream)
 	struct iovec pin = { peek, sizeof(peek) };
 	struct msghdr rmsg = { .msg_iov = in, .msg_iovlen = 2 };
 	struct msghdr pmsg = { .msg_iov = &pin, .msg_iovlen = 1 };
-	struct tu_done r = { 0 };
+	struct tu_done r = { 0 }, r2 = { 0 };
 	int sv[2];
 
 	tu_socketpair(sv);
@@ -802,11 +802,20 @@ START_TEST(test_msg_stream)
 	ck_assert_msg(rmsg.msg_flags == 0, "recvmsg on %s left msg_flags %#x", target_name(),
 		      (unsigned)rmsg.msg_flags);
 
-	/* To a closed peer: EPIPE (MSG_NOSIGNAL: no SIGPIPE for this test). */
+	/* To a closed peer: EPIPE (MSG_NOSIGNAL: no SIGPIPE for this test);
+	   from one: the end of the stream, 0. */
 	close(sv[1]);
 	EXPECT(ctx, -EPIPE, afio_sendmsg(ctx, sv[0], &smsg, MSG_NOSIGNAL, tu_on_done, &d));
-	afio_destroy(ctx);
 	close(sv[0]);
+	tu_socketpair(sv);
+	set_nonblock(sv[1], _i);
+	queued(afio_recvmsg(ctx, sv[1], &rmsg, 0, tu_on_done, &r2), "recvmsg");
+	still_waiting(ctx, &r2, "recvmsg with no data");
+	close(sv[0]);
+	wait_once(ctx, &r2, "recvmsg at the end of the stream");
+	expect_eq(r2.res, 0, "recvmsg at the end of the stream");
+	afio_destroy(ctx);
+	close(sv[1]);
 }
 END_TEST
 
@@ -1281,6 +1290,47 @@ START_TEST(test_timeout_beside_io)
 }
 END_TEST
 
+/*
+ * Many short timers, all canceled while some fire: each completes once,
+ * -ETIME or -ECANCELED, and stats.canceled counts the second kind.
+ */
+START_TEST(test_timeout_cancel_race)
+{
+	enum { N = 200 };
+	static struct tu_done d[N];
+	afio_ctx *ctx = tu_ctx(target_backend, target_mode, 2 * N);
+	unsigned seed = 5 + (unsigned)target_mode;
+	struct afio_stats st;
+	uint64_t canceled = 0;
+
+	memset(d, 0, sizeof(d));
+	for (int i = 0; i < N; i++)
+		queued(afio_timeout(ctx, (uint64_t)(rand_r(&seed) % 3000) * 1000, tu_on_done, &d[i]),
+		       "timeout");
+	ck_assert_int_ge(afio_poll(ctx, N / 4, 1), 0);
+	for (int i = 0; i < N; i++) {
+		int ret = afio_cancel(ctx, &d[i]);
+
+		/* One that fired but is not yet told may count either way. */
+		ck_assert_msg(ret == -ENOENT || (ret == 1 && !d[i].calls),
+			      "afio_cancel of timer %d (%d callbacks): %d", i, d[i].calls, ret);
+	}
+	tu_drain(ctx);
+	for (int i = 0; i < N; i++) {
+		ck_assert_msg(d[i].calls == 1, "timer %d on %s: %d callbacks", i, target_name(),
+			      d[i].calls);
+		ck_assert_msg(d[i].res == -ETIME || d[i].res == -ECANCELED, "timer %d on %s: %s", i,
+			      target_name(), res_str(d[i].res));
+		canceled += d[i].res == -ECANCELED;
+	}
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.canceled, canceled);
+	ck_assert_uint_eq(st.in_flight, 0);
+	ck_assert_uint_eq(st.completed, N);
+	afio_destroy(ctx);
+}
+END_TEST
+
 static void on_tick(void *data, ssize_t res);
 
 struct ticker {
@@ -1454,6 +1504,16 @@ START_TEST(test_openat2)
 		ck_assert_int_eq(st.st_mode & 07777, 0604);
 		close(fd);
 	}
+	/* The caller's RESOLVE_CACHED is kept, wherever the op runs: with
+	   O_CREAT or O_TRUNC openat2(2) gives EAGAIN and does nothing. */
+	how = how_of(O_RDWR | O_CREAT, 0600, RESOLVE_CACHED);
+	EXPECT(ctx, -EAGAIN, afio_openat2(ctx, sub, "cached", &how, tu_on_done, &d));
+	ck_assert_msg(!exists_at(sub, "cached"), "openat2(O_CREAT, RESOLVE_CACHED) on %s created it",
+		      target_name());
+	how = how_of(O_RDWR | O_TRUNC, 0, RESOLVE_CACHED);
+	EXPECT(ctx, -EAGAIN, afio_openat2(ctx, sub, "f", &how, tu_on_done, &d));
+	ck_assert_int_eq(stat_at(sub, "f").st_size, 6);
+
 	how = how_of(O_RDONLY, 0, 0);
 	EXPECT(ctx, -ENOENT, afio_openat2(ctx, sub, "missing", &how, tu_on_done, &d));
 	fd = RUN_FD(ctx, afio_openat2(ctx, AT_FDCWD, tdir_abs(&dir, "x"), &how, tu_on_done, &d));
@@ -2945,6 +3005,7 @@ static Suite *ops_suite(void)
 	tcase_add_loop_test(sockets, test_no_sigpipe, 0, 2);
 	tcase_add_test(timers, test_timeout);
 	tcase_add_test(timers, test_timeout_beside_io);
+	tcase_add_test(timers, test_timeout_cancel_race);
 	tcase_add_test(timers, test_timeout_by_eventfd);
 	tcase_add_test(files, test_openat);
 	tcase_add_test(files, test_openat2);
