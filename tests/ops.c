@@ -2508,6 +2508,140 @@ START_TEST(test_destroy_waiting)
 }
 END_TEST
 
+/* ---- cancel racing completion ---- */
+
+#define RACE_ROUNDS 50
+
+/*
+ * Each round a client connects while an accept waits, and the accept is
+ * canceled at once: the connection is the accept's (its fd) or stays in
+ * the queue for the next one; none is lost, none appears twice.  _i: the
+ * listener is O_NONBLOCK.
+ */
+START_TEST(test_accept_cancel_race)
+{
+	afio_ctx *ctx = new_ctx();
+	struct sockaddr_in addr;
+	int l = tcp_listener(RACE_ROUNDS, _i, &addr);
+	struct pollfd pfd = { .fd = l, .events = POLLIN };
+
+	for (int i = 0; i < RACE_ROUNDS; i++) {
+		struct tu_done d = { 0 };
+		int c = tcp_socket(false), fd;
+
+		queued(afio_accept(ctx, l, SOCK_CLOEXEC, tu_on_done, &d), "accept");
+		ck_assert_int_ge(afio_submit(ctx), 0);
+		connect_to(c, &addr);
+		ck_assert_int_ne(afio_cancel(ctx, &d), 0);
+		wait_once(ctx, &d, "accept canceled as a client came");
+		if (d.res == -ECANCELED)
+			fd = accept_now(l);
+		else
+			fd = expect_fd(d.res, "accept canceled as a client came");
+		same_addr(sock_addr(fd, true), sock_addr(c, false), "the connection of this round");
+		close(fd);
+		close(c);
+	}
+	ck_assert_msg(poll(&pfd, 1, 0) == 0, "a connection was left over");
+	afio_destroy(ctx);
+	close(l);
+}
+END_TEST
+
+/* The same for data: a recvmsg canceled as the bytes come has them, or
+   they are still in the socket. */
+START_TEST(test_recvmsg_cancel_race)
+{
+	afio_ctx *ctx = new_ctx();
+	int sv[2];
+
+	tu_socketpair(sv);
+	set_nonblock(sv[1], _i);
+	for (int i = 0; i < RACE_ROUNDS; i++) {
+		char in[8] = "", left[8] = "";
+		struct iovec iov = { in, sizeof(in) };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+		struct tu_done d = { 0 };
+
+		queued(afio_recvmsg(ctx, sv[1], &m, 0, tu_on_done, &d), "recvmsg");
+		ck_assert_int_ge(afio_submit(ctx), 0);
+		ck_assert_int_eq(write(sv[0], "abcd", 4), 4);
+		ck_assert_int_ne(afio_cancel(ctx, &d), 0);
+		wait_once(ctx, &d, "recvmsg canceled as data came");
+		if (d.res == -ECANCELED) {
+			ck_assert_msg(recv(sv[1], left, sizeof(left), MSG_DONTWAIT) == 4 &&
+				      !memcmp(left, "abcd", 4),
+				      "round %d on %s: a canceled recvmsg lost the bytes", i,
+				      target_name());
+		} else {
+			expect_eq(d.res, 4, "recvmsg canceled as data came");
+			ck_assert(!memcmp(in, "abcd", 4));
+			ck_assert_msg(recv(sv[1], left, sizeof(left), MSG_DONTWAIT) < 0,
+				      "round %d on %s: bytes received twice", i, target_name());
+		}
+	}
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/*
+ * A sendfile with room to send, canceled at once: -ECANCELED and the peer
+ * got nothing, or the count the peer got, byte for byte.  Afterwards the
+ * context's next sendfile sends only its own file's bytes.
+ */
+START_TEST(test_sendfile_cancel_race)
+{
+	enum { LEN = 65536 };
+	unsigned char *bytes = random_bytes(LEN, 31), *other = random_bytes(20000, 32);
+	int file = data_file(bytes, LEN), file2 = data_file(other, 20000);
+	afio_ctx *ctx = new_ctx();
+	unsigned canceled = 0;
+
+	for (int i = 0; i < RACE_ROUNDS; i++) {
+		struct tu_done d = { 0 };
+		uint64_t off = (uint64_t)i * 1000;
+		char c;
+		int sv[2];
+
+		tu_socketpair(sv);
+		set_nonblock(sv[0], _i);
+		queued(afio_sendfile(ctx, sv[0], file, off, LEN - off, tu_on_done, &d), "sendfile");
+		ck_assert_int_ge(afio_submit(ctx), 0);
+		ck_assert_int_ne(afio_cancel(ctx, &d), 0);
+		wait_once(ctx, &d, "sendfile canceled at once");
+		if (d.res == -ECANCELED) {
+			canceled++;
+			ck_assert_msg(recv(sv[1], &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN,
+				      "round %d on %s: a canceled sendfile sent bytes", i,
+				      target_name());
+		} else {
+			ck_assert_msg(d.res > 0 && d.res <= (ssize_t)(LEN - off),
+				      "round %d on %s: sendfile %s", i, target_name(), res_str(d.res));
+			expect_bytes(sv[1], bytes + off, (size_t)d.res);
+		}
+		close(sv[0]);
+		close(sv[1]);
+	}
+	{
+		int sv[2];
+
+		tu_socketpair(sv);
+		sendfile_all(ctx, sv[0], file2, 0, 20000);
+		expect_bytes(sv[1], other, 20000);
+		close(sv[0]);
+		close(sv[1]);
+	}
+	printf("sendfile on %s: %u of %d canceled in time\n", target_name(), canceled, RACE_ROUNDS);
+	afio_destroy(ctx);
+	close(file);
+	close(file2);
+	free(bytes);
+	free(other);
+}
+END_TEST
+
 /* ---- the op table ---- */
 
 /* Every call that queues a request, by its op's name: afio_readv2 and
@@ -3041,6 +3175,9 @@ static Suite *ops_suite(void)
 	tcase_add_loop_test(cancel, test_cancel_waiting, 0, 2 * W_COUNT);
 	tcase_add_loop_test(cancel, test_cancel_queued, 0, W_COUNT);
 	tcase_add_loop_test(cancel, test_destroy_waiting, 0, 4);
+	tcase_add_loop_test(cancel, test_accept_cancel_race, 0, 2);
+	tcase_add_loop_test(cancel, test_recvmsg_cancel_race, 0, 2);
+	tcase_add_loop_test(cancel, test_sendfile_cancel_race, 0, 2);
 	tcase_add_test(table, test_op_names);
 	tcase_add_test(table, test_op_native_how);
 	tcase_add_test(table, test_io_uring_native_where_kernel_has_it);
