@@ -2729,6 +2729,55 @@ START_TEST(test_sendfile_cancel_race)
 }
 END_TEST
 
+/*
+ * A sendfile bigger than the room in the socket, whose peer reads nothing:
+ * it sends what fits and then either ends with that short count or waits
+ * for room.  Canceled while it waits it ends at once, with the bytes it
+ * sent (-ECANCELED only if none), and the peer gets exactly those.  _i:
+ * the socket is O_NONBLOCK.
+ */
+START_TEST(test_cancel_sendfile_midway)
+{
+	enum { LEN = 1 << 20 };
+	unsigned char *bytes = random_bytes(LEN, 21), *other = random_bytes(5000, 22);
+	int file = data_file(bytes, LEN), file2 = data_file(other, 5000), sv[2];
+	afio_ctx *ctx = new_ctx();
+	struct tu_done d = { 0 };
+	struct reader r;
+
+	tu_socketpair(sv);
+	set_nonblock(sv[0], _i);
+	queued(afio_sendfile(ctx, sv[0], file, 0, LEN, tu_on_done, &d), "sendfile");
+	ck_assert_int_ge(afio_poll(ctx, 1, 50), 0);
+	if (!d.calls)
+		ck_assert_int_eq(afio_cancel(ctx, &d), 1);
+	wait_once(ctx, &d, "sendfile into a socket without room, canceled");
+	ck_assert_msg(d.res == -ECANCELED || (d.res > 0 && d.res < LEN),
+		      "sendfile into a socket without room on %s: %s", target_name(), res_str(d.res));
+	/* What the peer gets is what the result says was sent. */
+	close(sv[0]);
+	reader_start(&r, sv[1], d.res > 0 ? (size_t)d.res : 0);
+	reader_join(&r);
+	ck_assert_msg(r.got == (d.res > 0 ? (size_t)d.res : 0),
+		      "sendfile on %s said %s, the peer got %zu bytes", target_name(),
+		      res_str(d.res), r.got);
+	ck_assert(!memcmp(r.buf, bytes, r.got));
+	free(r.buf);
+	close(sv[1]);
+	/* And the context's next sendfile sends only its own bytes. */
+	tu_socketpair(sv);
+	sendfile_all(ctx, sv[0], file2, 0, 5000);
+	expect_bytes(sv[1], other, 5000);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+	close(file);
+	close(file2);
+	free(bytes);
+	free(other);
+}
+END_TEST
+
 /* ---- the op table ---- */
 
 /* Every call that queues a request, by its op's name: afio_readv2 and
@@ -3264,6 +3313,7 @@ static Suite *ops_suite(void)
 	tcase_add_loop_test(cancel, test_cancel_waiting, 0, 2 * W_COUNT);
 	tcase_add_loop_test(cancel, test_cancel_queued, 0, W_COUNT);
 	tcase_add_loop_test(cancel, test_destroy_waiting, 0, 4);
+	tcase_add_loop_test(cancel, test_cancel_sendfile_midway, 0, 2);
 	tcase_add_loop_test(cancel, test_accept_cancel_race, 0, 2);
 	tcase_add_loop_test(cancel, test_recvmsg_cancel_race, 0, 2);
 	tcase_add_loop_test(cancel, test_sendfile_cancel_race, 0, 2);
