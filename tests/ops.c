@@ -2566,9 +2566,31 @@ START_TEST(test_cancel_queued)
 }
 END_TEST
 
-/* afio_destroy() with one of each waiting (_i: O_NONBLOCK sockets or not),
-   or only queued (_i >= 2): each callback once, -ECANCELED. */
-START_TEST(test_destroy_waiting)
+/* afio_destroy() with one op waiting: _i / 4 which, _i % 2 O_NONBLOCK
+   sockets or not, _i / 2 % 2 only queued or waiting; its callback runs
+   once, with -ECANCELED. */
+START_TEST(test_destroy_one_waiting)
+{
+	enum waiter which = (enum waiter)(_i / 4);
+	afio_ctx *ctx = new_ctx();
+	struct tu_done d = { 0 };
+	struct waiters w;
+
+	waiters_make(&w, _i % 2);
+	queue_waiter(ctx, &w, which, &d);
+	if (!(_i / 2 % 2))
+		still_waiting(ctx, &d, waiter_name[which]);
+	afio_destroy(ctx);
+	ck_assert_msg(d.calls == 1, "%s on %s: %d callbacks in afio_destroy()", waiter_name[which],
+		      target_name(), d.calls);
+	expect_eq(d.res, -ECANCELED, waiter_name[which]);
+	waiters_close(&w);
+}
+END_TEST
+
+/* All of them at once, waiting (_i 0, 1: O_NONBLOCK sockets or not) or
+   only queued (_i 2, 3). */
+START_TEST(test_destroy_all_waiting)
 {
 	afio_ctx *ctx = new_ctx();
 	struct tu_done d[W_COUNT];
@@ -3312,7 +3334,8 @@ static Suite *ops_suite(void)
 	tcase_add_test(args, test_bad_arguments);
 	tcase_add_loop_test(cancel, test_cancel_waiting, 0, 2 * W_COUNT);
 	tcase_add_loop_test(cancel, test_cancel_queued, 0, W_COUNT);
-	tcase_add_loop_test(cancel, test_destroy_waiting, 0, 4);
+	tcase_add_loop_test(cancel, test_destroy_one_waiting, 0, 4 * W_COUNT);
+	tcase_add_loop_test(cancel, test_destroy_all_waiting, 0, 4);
 	tcase_add_loop_test(cancel, test_cancel_sendfile_midway, 0, 2);
 	tcase_add_loop_test(cancel, test_accept_cancel_race, 0, 2);
 	tcase_add_loop_test(cancel, test_recvmsg_cancel_race, 0, 2);
