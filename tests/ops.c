@@ -870,8 +870,9 @@ static void same_msg_result(const struct msghdr *got, ssize_t got_res, const str
 			    ssize_t want_res, const char *what)
 {
 	expect_eq(got_res, want_res, what);
-	ck_assert_msg(got->msg_flags == want->msg_flags, "%s on %s: msg_flags %#x, recvmsg(2) says %#x",
-		      what, target_name(), (unsigned)got->msg_flags, (unsigned)want->msg_flags);
+	ck_assert_msg(got->msg_flags == want->msg_flags,
+		      "%s on %s: msg_flags %#x, recvmsg(2) says %#x", what, target_name(),
+		      (unsigned)got->msg_flags, (unsigned)want->msg_flags);
 	ck_assert_msg(got->msg_controllen == want->msg_controllen,
 		      "%s on %s: msg_controllen %zu, recvmsg(2) says %zu", what, target_name(),
 		      (size_t)got->msg_controllen, (size_t)want->msg_controllen);
@@ -1176,8 +1177,9 @@ START_TEST(test_sendfile_tcp)
 	ck_assert_msg(r.got == BIG_FILE, "the peer got %zu bytes of %u (%u sendfiles)", r.got,
 		      BIG_FILE, rounds);
 	ck_assert_msg(!memcmp(r.buf, bytes, BIG_FILE), "the peer got other bytes than the file's");
-	ck_assert_msg(lseek(file, 0, SEEK_CUR) == 777, "sendfile on %s moved the file position to %lld",
-		      target_name(), (long long)lseek(file, 0, SEEK_CUR));
+	ck_assert_msg(lseek(file, 0, SEEK_CUR) == 777,
+		      "sendfile on %s moved the file position to %lld", target_name(),
+		      (long long)lseek(file, 0, SEEK_CUR));
 	afio_destroy(ctx);
 	free(r.buf);
 	free(bytes);
@@ -1204,7 +1206,8 @@ START_TEST(test_sendfile_ranges)
 	sendfile_all(ctx, client, file, LEN - 10, 10);
 	expect_bytes(server, bytes + LEN - 10, 10);
 	{
-		ssize_t res = RUN(ctx, afio_sendfile(ctx, client, file, LEN - 10, 100, tu_on_done, &d));
+		ssize_t res = RUN(ctx, afio_sendfile(ctx, client, file, LEN - 10, 100, tu_on_done,
+						     &d));
 
 		ck_assert_msg(res > 0 && res <= 10, "sendfile over the end on %s: %s", target_name(),
 			      res_str(res));
@@ -1316,8 +1319,8 @@ static void on_time(const struct stamp *s, int64_t start_ns, int64_t ms, const c
 
 	ck_assert_msg(s->d.calls == 1, "%s on %s: %d callbacks", what, target_name(), s->d.calls);
 	expect_eq(s->d.res, -ETIME, what);
-	ck_assert_msg(elapsed >= ms * NS_PER_MS, "a %lld ms %s on %s fired after %lld us", (long long)ms,
-		      what, target_name(), (long long)(elapsed / 1000));
+	ck_assert_msg(elapsed >= ms * NS_PER_MS, "a %lld ms %s on %s fired after %lld us",
+		      (long long)ms, what, target_name(), (long long)(elapsed / 1000));
 	ck_assert_msg(elapsed < ms * NS_PER_MS + 2000 * NS_PER_MS,
 		      "a %lld ms %s on %s took %lld ms: it hung", (long long)ms, what, target_name(),
 		      (long long)(elapsed / NS_PER_MS));
@@ -1805,7 +1808,8 @@ START_TEST(test_readv2_flags)
 	/* A hint on a buffered file: the data, as without it. */
 	readv2_like_preadv2(ctx, fd, buf, sizeof(buf), 4096, RWF_HIPRI, "readv2(RWF_HIPRI)");
 	ck_assert(!memcmp(buf, bytes + 4096, sizeof(buf)));
-	readv2_like_preadv2(ctx, fd, buf, sizeof(buf), 16000, RWF_HIPRI, "readv2(RWF_HIPRI) at the end");
+	readv2_like_preadv2(ctx, fd, buf, sizeof(buf), 16000, RWF_HIPRI,
+			    "readv2(RWF_HIPRI) at the end");
 	readv2_like_preadv2(ctx, fd, buf, sizeof(buf), 30000, 0, "readv2 past the end");
 	afio_destroy(ctx);
 	close(fd);
@@ -2933,7 +2937,8 @@ START_TEST(test_io_uring_native_where_kernel_has_it)
 
 		ck_assert_msg(op >= 0, "afio_%s is not in the op table", map[i].op);
 		native = afio_op_native(ctx, (unsigned)op, how, sizeof(how));
-		ck_assert_msg(native == has, "%s on %s: afio_op_native %d (\"%s\"), the kernel %s opcode %u",
+		ck_assert_msg(native == has,
+			      "%s on %s: afio_op_native %d (\"%s\"), the kernel %s opcode %u",
 			      map[i].op, target_name(), native, how, has ? "has" : "lacks",
 			      map[i].opcode);
 	}
@@ -3274,7 +3279,8 @@ START_TEST(test_native_agrees_with_fallbacks)
 		before = fallbacks(ctx);
 		n = run(ctx, &f);
 		ck_assert_msg(fallbacks(ctx) - before == (native ? 0 : n),
-			      "%s on %s: afio_op_native says %d (\"%s\"), stats.fallbacks grew by %llu in %llu requests",
+			      "%s on %s: afio_op_native says %d (\"%s\"), "
+			      "stats.fallbacks grew by %llu in %llu requests",
 			      name, target_name(), native, how,
 			      (unsigned long long)(fallbacks(ctx) - before), (unsigned long long)n);
 		afio_destroy(ctx);
