@@ -818,10 +818,13 @@ static bool sqe_fits(const struct afio_req *r)
  * than the copy-free transfer itself for small files; a non-blocking
  * socket and a file whose pages are all cached let sendfile(2) do it here
  * without waiting, as the kernel tries other requests in the submitter.
- * false when it must go the long way (it would block, or it did).
+ * false when it must go the long way (it would block, or it did).  r is
+ * q's head, and leaves q before it is done: afio_req_done() links it into
+ * another queue, which would cut q behind it.
  */
-static bool sendfile_inline(struct uring *u, struct afio_req *r)
+static bool sendfile_inline(struct uring *u, struct afio_reqq *q)
 {
+	struct afio_req *r = q->head;
 	ssize_t n;
 
 	if (u->mode != AFIO_MODE_INLINE || !afio_sock_can_try(r, r->fd) ||
@@ -830,6 +833,7 @@ static bool sendfile_inline(struct uring *u, struct afio_req *r)
 	n = afio_req_sock_nowait(r, r->fd);
 	if (n == -EAGAIN)
 		return false;
+	afio_reqq_pop(q);
 	afio_count_nowait(r->ctx);
 	afio_req_done(r, n);
 	return true;
@@ -850,8 +854,7 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 		}
 		if (!ring_has_room(u, e))
 			break;
-		if (r->op == AFIO_OP_SENDFILE && sendfile_inline(u, r)) {
-			afio_reqq_pop(q);
+		if (r->op == AFIO_OP_SENDFILE && sendfile_inline(u, q)) {
 			n++;
 			continue;
 		}
