@@ -785,6 +785,10 @@ static void sendfile_finish(struct uring *u, struct afio_req *r)
 		res = sf->in_res;
 	else
 		res = sf->last_res;
+	/* splice(2) refuses a file it cannot read at an offset with EINVAL,
+	   where sendfile(2) says ESPIPE. */
+	if (res == -EINVAL && lseek(r->fd2, 0, SEEK_CUR) < 0 && errno == ESPIPE)
+		res = -ESPIPE;
 	put_pipe(u, sf);
 	u->reqs[r->index] = NULL;
 	u->cancel_waits[r->index] = false;

@@ -126,7 +126,7 @@ static bool extends(const struct afio_req *r, const struct afio_dio_facts *al)
 {
 	if (r->op != AFIO_OP_WRITE && r->op != AFIO_OP_WRITEV)
 		return false;
-	return r->off + afio_req_bytes(r) > al->size;
+	return (r->flags & RWF_APPEND) || r->off + afio_req_bytes(r) > al->size;
 }
 
 /* ---- preparing iocbs ---- */

@@ -573,8 +573,7 @@ static int wait_ready(struct worker *w, struct afio_req *r, int fd)
 /*
  * Hold this worker until the socket is ready or the request is canceled:
  * ASYNC, and accept, connect or sendfile on a socket without O_NONBLOCK,
- * which only a thread that may block can do.  A blocking connect cannot be
- * woken; the kernel gives up on it in its own time.
+ * which only a thread that may wait can try (afio_req_sock_flagged()).
  */
 static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r, bool can_try)
 {
@@ -582,26 +581,17 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r, bool can_try
 	ssize_t n;
 	int ret;
 
-	if (!can_try && r->op == AFIO_OP_CONNECT) {
-		settle(w);
-		return afio_req_sock_blocking(r, r->fd);
-	}
-	if (can_try) {
-		n = afio_req_sock_nowait(r, sock_fd(s, r));
+	for (;;) {
+		n = can_try ? afio_req_sock_nowait(r, sock_fd(s, r)) :
+			      afio_req_sock_flagged(r, sock_fd(s, r));
 		if (n != -EAGAIN)
 			return n;
-	}
-	/* poll() would follow the number, not the file, after each wake-up. */
-	(void)hold_socket(s, r);
-	for (;;) {
+		/* poll() would follow the number, not the file, after each
+		   wake-up. */
+		(void)hold_socket(s, r);
 		ret = wait_ready(w, r, sock_fd(s, r));
 		if (ret)
 			return afio_partial(r->progress, ret);
-		if (!can_try)
-			return afio_req_sock_blocking(r, sock_fd(s, r));
-		n = afio_req_sock_nowait(r, sock_fd(s, r));
-		if (n != -EAGAIN)
-			return n;
 	}
 }
 

@@ -231,7 +231,8 @@ struct afio_dio_align {
 AFIO_API int afio_dio_align(int fd, struct afio_dio_align *out);
 
 /* The ops by number, 0 up to afio_op_count() - 1, for tools that list
-   them: the call's name without "afio_" ("read", "sendfile", ...). */
+   them: the call's name without "afio_" ("read", "sendfile", ...);
+   afio_readv2() and afio_writev2() are the readv and writev ops. */
 AFIO_API unsigned afio_op_count(void);
 AFIO_API const char *afio_op_name(unsigned op);
 /* 1 when ctx's backend runs op natively, 0 when it hands it to the thread

@@ -223,9 +223,9 @@ static inline ssize_t afio_req_stopped(const struct afio_req *r, ssize_t err)
  */
 ssize_t afio_req_sock_nowait(struct afio_req *r, int fd);
 
-/* Whether r can be tried without blocking at all: accept, connect and
-   sendfile cannot be on a socket without O_NONBLOCK (they have no
-   MSG_DONTWAIT), and then only a thread that may block does them. */
+/* Whether r can be tried without blocking as it is: accept, connect and
+   sendfile cannot on a socket without O_NONBLOCK (they have no
+   MSG_DONTWAIT); a pool worker does them, with afio_req_sock_flagged(). */
 bool afio_sock_can_try(const struct afio_req *r, int fd);
 
 /* Whether every page a SENDFILE request reads is in the page cache, so
@@ -241,8 +241,8 @@ ssize_t afio_req_run_sync(struct afio_req *r);
    (openat2 with RESOLVE_CACHED, close): its result, or -EAGAIN. */
 ssize_t afio_req_try_sync(struct afio_req *r);
 
-/* A SOCKET-kind request done the blocking way on fd (a socket without
-   O_NONBLOCK, after it polled ready): its result. */
-ssize_t afio_req_sock_blocking(struct afio_req *r, int fd);
+/* afio_req_sock_nowait() for a request afio_sock_can_try() refuses,
+   by a worker that may wait: the socket is O_NONBLOCK for the call. */
+ssize_t afio_req_sock_flagged(struct afio_req *r, int fd);
 
 #endif
