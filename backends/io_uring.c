@@ -120,6 +120,8 @@ struct uring {
 	struct __kernel_timespec *timespecs;	/* by slot index: a TIMEOUT's */
 	struct sendfile_state *sendfiles;	/* by slot index */
 	struct afio_reqq next_steps;	/* sendfiles whose next SQE waits for room */
+	struct afio_reqq again;		/* canceled by the exit of their thread */
+	pid_t *submitters;		/* by slot index: the thread that submitted it */
 	int (*spare_pipes)[2];		/* emptied pipes, for the next sendfile */
 	unsigned nspare;
 };
@@ -877,6 +879,50 @@ static bool is_own_eventfd(const struct afio_engine *e, const struct afio_req *r
 	return afio_op_kind(r->op) == AFIO_KIND_FILE_RW && r->fd == afio_ctx_eventfd(e->ctx);
 }
 
+/* ---- requests of a thread that exited ---- */
+
+static pid_t self_tid(void)
+{
+	static __thread pid_t tid;
+
+	if (!tid)
+		tid = gettid();
+	return tid;
+}
+
+/*
+ * io_uring cancels what a thread submitted when the thread exits: at once
+ * what io-wq had not started, and a request waiting by poll once its file
+ * is ready (it completes then without the task).  Such a -ECANCELED,
+ * asked for by nobody and reaped by another thread than the one that
+ * submitted, means the request did nothing: it goes again, from this
+ * thread, as on the other backends, where a thread's exit changes nothing.
+ * A timer would start over and a connect may be under way: they keep the
+ * -ECANCELED.  Reaped by its own submitter it is the kernel's own answer
+ * (no io-wq worker could be started), and stays.
+ */
+static bool submit_again(struct uring *u, struct afio_req *r, ssize_t res)
+{
+	if (res != -ECANCELED || r->cancel || (u->flags & IORING_SETUP_SQPOLL) ||
+	    r->op == AFIO_OP_TIMEOUT || r->op == AFIO_OP_CONNECT ||
+	    u->submitters[r->index] == self_tid())
+		return false;
+	afio_reqq_push(&u->again, r);
+	return true;
+}
+
+static void push_again(struct uring *u)
+{
+	struct io_uring_sqe *sqe;
+	struct afio_req *r;
+
+	while ((r = u->again.head) && (sqe = get_sqe(u))) {
+		afio_reqq_pop(&u->again);
+		prep(u, sqe, r);
+		u->submitters[r->index] = self_tid();
+	}
+}
+
 static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 {
 	struct uring *u = e->priv;
@@ -920,8 +966,10 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 		afio_reqq_pop(q);
 		afio_engine_take(e, r);
 		u->reqs[r->index] = r;
+		u->submitters[r->index] = self_tid();
 		n++;
 	}
+	push_again(u);
 	push_next_steps(u);
 	push_cancels(u);
 	ret = push_sq(u);
@@ -963,6 +1011,8 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 		sendfile_cqe(u, r, ud, cqe->res);
 		return;
 	}
+	if (submit_again(u, r, res))
+		return;
 	u->reqs[index] = NULL;
 	u->cancel_waits[index] = false;
 	/* A canceled socket request that io-wq had started ends with -EINTR. */
@@ -1007,6 +1057,7 @@ static void uring_reap(struct afio_engine *e)
 			break;
 	}
 	/* Room in the CQ again: what an -EBUSY left in the SQ can go now. */
+	push_again(u);
 	push_next_steps(u);
 	push_cancels(u);
 	push_sq(u);
@@ -1046,6 +1097,7 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 		ts.tv_nsec = (long long)(timeout_ms % 1000) * 1000000;
 		tsp = &ts;
 	}
+	push_again(u);
 	push_next_steps(u);
 	push_cancels(u);
 	ret = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, tsp, NULL);
@@ -1170,6 +1222,12 @@ static void uring_cancel(struct afio_engine *e, struct afio_req *r)
 		sendfile_finish(u, r);
 		return;
 	}
+	/* Waiting to go again: nothing of it is in the kernel. */
+	if (!afio_reqq_remove(&u->again, r)) {
+		u->reqs[r->index] = NULL;
+		afio_req_done(r, afio_req_stopped(r, -ECANCELED));
+		return;
+	}
 	if (!u->has_cancel)
 		return;
 	queue_cancel(u, cancel_target(u, r));
@@ -1192,6 +1250,7 @@ static void free_uring(struct uring *u)
 	free(u->cancels);
 	free(u->cancel_waits);
 	free(u->retry_armed);
+	free(u->submitters);
 	free(u);
 }
 
@@ -1223,13 +1282,15 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 	u->cancels = calloc(2 * (size_t)u->nslots, sizeof(*u->cancels));
 	u->cancel_waits = calloc(u->nslots, sizeof(*u->cancel_waits));
 	u->retry_armed = calloc(u->nslots, sizeof(*u->retry_armed));
+	u->submitters = calloc(u->nslots, sizeof(*u->submitters));
 	u->retry_after.tv_nsec = RETRY_NS;
 	u->timespecs = calloc(u->nslots, sizeof(*u->timespecs));
 	u->sendfiles = calloc(u->nslots, sizeof(*u->sendfiles));
 	u->spare_pipes = calloc(u->nslots, sizeof(*u->spare_pipes));
 	afio_reqq_init(&u->next_steps);
-	if (!u->reqs || !u->cancels || !u->cancel_waits || !u->retry_armed || !u->timespecs ||
-	    !u->sendfiles || !u->spare_pipes) {
+	afio_reqq_init(&u->again);
+	if (!u->reqs || !u->cancels || !u->cancel_waits || !u->retry_armed || !u->submitters ||
+	    !u->timespecs || !u->sendfiles || !u->spare_pipes) {
 		free_uring(u);
 		return -ENOMEM;
 	}

@@ -657,6 +657,62 @@ START_TEST(test_requests_behind_a_sendfile_done_at_once)
 }
 END_TEST
 
+/* ---- the thread that submitted requests exits ---- */
+
+struct exiting {
+	afio_ctx *ctx;
+	int sock, file;
+	char in[8], buf[8];
+	struct tu_done recv, read;
+};
+
+static void *submit_and_exit(void *arg)
+{
+	struct exiting *x = arg;
+
+	ck_assert_int_eq(afio_recv(x->ctx, x->sock, x->in, 4, MSG_WAITALL, tu_on_done, &x->recv), 0);
+	ck_assert_int_eq(afio_read(x->ctx, x->file, x->buf, 8, 0, tu_on_done, &x->read), 0);
+	ck_assert_int_eq(afio_submit(x->ctx), 2);
+	return NULL;
+}
+
+/*
+ * A thread takes the context, submits a recv and a read, and exits; the
+ * main thread goes on with the context.  The requests complete as if the
+ * thread were still there: the recv with the bytes that come after the
+ * thread is gone, the read with the file's.  (io_uring cancels what a
+ * thread submitted when it exits; the library submits it again.)
+ */
+START_TEST(test_requests_outlive_their_thread)
+{
+	struct exiting x = { 0 };
+	pthread_t t;
+	int sv[2];
+
+	x.ctx = new_ctx(0);
+	x.file = tu_tmpfile(0);
+	ck_assert_int_ge(x.file, 0);
+	ck_assert_int_eq(pwrite(x.file, "abcdefgh", 8, 0), 8);
+	tu_socketpair(sv);
+	x.sock = sv[0];
+	ck_assert_int_eq(pthread_create(&t, NULL, submit_and_exit, &x), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	/* Let the kernel finish with the thread before the bytes come. */
+	ck_assert_int_ge(afio_poll(x.ctx, 0, 10), 0);
+	ck_assert_int_eq(write(sv[1], "ping", 4), 4);
+	wait_done_or_hang(x.ctx, &x.read, "read of a thread that exited");
+	wait_done_or_hang(x.ctx, &x.recv, "recv of a thread that exited");
+	ck_assert_int_eq(x.read.res, 8);
+	ck_assert(!memcmp(x.buf, "abcdefgh", 8));
+	ck_assert_int_eq(x.recv.res, 4);
+	ck_assert(!memcmp(x.in, "ping", 4));
+	afio_destroy(x.ctx);
+	close(sv[0]);
+	close(sv[1]);
+	close(x.file);
+}
+END_TEST
+
 static Suite *robust_suite(void)
 {
 	Suite *s = suite_create("robust");
@@ -666,6 +722,7 @@ static Suite *robust_suite(void)
 	TCase *nofd = tcase_create("no-fd");
 	TCase *fail = tcase_create("fail-at-once");
 	TCase *queue = tcase_create("queue");
+	TCase *exiting = tcase_create("thread-exit");
 
 	tcase_add_test(args, test_null_context_and_config);
 	tcase_add_test(args, test_mode_fixed_against_environment);
@@ -688,6 +745,8 @@ static Suite *robust_suite(void)
 	suite_add_tcase(s, fail);
 	tcase_add_test(queue, test_requests_behind_a_sendfile_done_at_once);
 	suite_add_tcase(s, queue);
+	tcase_add_test(exiting, test_requests_outlive_their_thread);
+	suite_add_tcase(s, exiting);
 	return s;
 }
 
