@@ -67,6 +67,12 @@
 #define REAP_BATCH	64
 #define SQPOLL_WAIT_MS	10
 #define MAX_RING	32768u		/* the kernel's IORING_MAX_ENTRIES */
+#define MAX_CQ		(2 * MAX_RING)	/* and its IORING_MAX_CQ_ENTRIES */
+/* CQEs a request in the ring may make the kernel owe beyond its own: the
+   answer to a cancel and a retry timer; and a few spare for liburing's own
+   timeout and a cancel asked twice. */
+#define CQES_BESIDE_REQ	2
+#define CQE_SPARE	8
 #define MAX_RW		0x7ffff000u	/* the kernel's MAX_RW_COUNT */
 
 /*
@@ -83,6 +89,7 @@ static const struct {
 	unsigned flag;
 	const char *name;
 } setup_flags[] = {
+	{ IORING_SETUP_CQSIZE, "CQSIZE" },		/* 5.5 */
 	{ IORING_SETUP_SUBMIT_ALL, "SUBMIT_ALL" },	/* 5.18 */
 	{ IORING_SETUP_COOP_TASKRUN, "COOP_TASKRUN" },	/* 5.19 */
 	{ IORING_SETUP_TASKRUN_FLAG, "TASKRUN_FLAG" },	/* 5.19 */
@@ -111,7 +118,8 @@ struct uring {
 	unsigned nslots;
 	unsigned flags;			/* setup flags in force */
 	unsigned cq_entries;
-	bool nodrop;
+	unsigned cqes_owed;		/* SQEs taken whose CQE is not yet reaped */
+	bool dropped;			/* the kernel said it dropped completions */
 	bool has_op[AFIO_OP_COUNT];
 	bool has_cancel;
 	bool has_poll;
@@ -163,6 +171,23 @@ static bool drop_newest(unsigned *flags)
 	return false;
 }
 
+/*
+ * A CQ that holds every completion the requests in flight can owe at once
+ * (cq_has_room()), so that none waits on the kernel's overflow list, which
+ * is allocated atomically and drops completions when that fails.  Up to
+ * the kernel's limit; past it requests wait for room in the core's queue.
+ */
+static unsigned cq_size(const struct afio_config *cfg)
+{
+	uint64_t want = (uint64_t)(cfg->entries ? cfg->entries : 256) * (1 + CQES_BESIDE_REQ) +
+			CQE_SPARE;
+	unsigned n = 2 * ring_size(cfg);
+
+	while (n < want && n < MAX_CQ)
+		n *= 2;
+	return n < MAX_CQ ? n : MAX_CQ;
+}
+
 static int ring_setup(struct io_uring *ring, const struct afio_config *cfg)
 {
 	struct io_uring_params p;
@@ -172,6 +197,7 @@ static int ring_setup(struct io_uring *ring, const struct afio_config *cfg)
 	for (;;) {
 		memset(&p, 0, sizeof(p));
 		p.flags = flags;
+		p.cq_entries = cq_size(cfg);
 		if (flags & IORING_SETUP_SQPOLL)
 			p.sq_thread_idle = 100;	/* ms before the poller sleeps */
 		ret = io_uring_queue_init_params(ring_size(cfg), ring, &p);
@@ -591,9 +617,19 @@ static int wait_sq_room(struct uring *u)
 
 /* A free SQE, submitting what is queued to make room; NULL when the
    kernel takes no more for now. */
-static struct io_uring_sqe *get_sqe(struct uring *u)
+/* Every SQE we make posts one CQE (none is multishot). */
+static struct io_uring_sqe *take_sqe(struct uring *u)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+
+	if (sqe)
+		u->cqes_owed++;
+	return sqe;
+}
+
+static struct io_uring_sqe *get_sqe(struct uring *u)
+{
+	struct io_uring_sqe *sqe = take_sqe(u);
 
 	if (sqe)
 		return sqe;
@@ -601,7 +637,7 @@ static struct io_uring_sqe *get_sqe(struct uring *u)
 		return NULL;
 	if ((u->flags & IORING_SETUP_SQPOLL) && wait_sq_room(u))
 		return NULL;
-	return io_uring_get_sqe(&u->ring);
+	return take_sqe(u);
 }
 
 /* An entry of the cancels list whose request has finished: dropped. */
@@ -647,10 +683,15 @@ static void push_cancels(struct uring *u)
 	memmove(u->cancels, u->cancels + done, u->ncancels * sizeof(*u->cancels));
 }
 
-static bool ring_has_room(const struct uring *u, const struct afio_engine *e)
+/* Room in the CQ for r and for what each request in the ring may still
+   owe beside its own CQE (see cq_size()). */
+static bool cq_has_room(const struct uring *u, const struct afio_engine *e,
+			const struct afio_req *r)
 {
-	/* Without NODROP a CQE that does not fit is lost: stay within the CQ. */
-	return u->nodrop || e->handed < u->cq_entries;
+	uint64_t need = (uint64_t)u->cqes_owed + (r->op == AFIO_OP_SENDFILE ? 2 : 1) +
+			(uint64_t)CQES_BESIDE_REQ * (e->handed + 1) + CQE_SPARE;
+
+	return need <= u->cq_entries;
 }
 
 /* ---- sendfile: file -> pipe -> socket, all in the kernel ---- */
@@ -734,11 +775,11 @@ static bool sendfile_start(struct uring *u, struct afio_req *r)
 	    io_uring_sq_space_left(&u->ring) < 2))
 		return false;
 	n = (unsigned)(r->len < sf->pipe_size ? r->len : sf->pipe_size);
-	in = io_uring_get_sqe(&u->ring);
+	in = take_sqe(u);
 	io_uring_prep_splice(in, r->fd2, (int64_t)r->off, sf->pipe[1], -1, n, 0);
 	io_uring_sqe_set_flags(in, IOSQE_IO_LINK);
 	io_uring_sqe_set_data64(in, ud_of(r) | UD_SPLICE_IN);
-	out = io_uring_get_sqe(&u->ring);
+	out = take_sqe(u);
 	io_uring_prep_splice(out, sf->pipe[0], -1, r->fd, -1, n, 0);
 	io_uring_sqe_set_data64(out, ud_of(r));
 	sf->in_pipe = 0;
@@ -941,7 +982,7 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 			n++;
 			continue;
 		}
-		if (!ring_has_room(u, e))
+		if (!cq_has_room(u, e, r))
 			break;
 		if (r->op == AFIO_OP_SENDFILE && sendfile_inline(u, q)) {
 			n++;
@@ -994,6 +1035,7 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 
 	if (ud == UD_RESERVED)
 		return;		/* liburing's own timeout */
+	u->cqes_owed--;
 	if (ud & UD_CANCEL) {
 		cancel_answered(u, ud & ~UD_CANCEL, cqe->res);
 		return;
@@ -1077,6 +1119,22 @@ static void recancel(struct uring *u)
 			queue_cancel(u, cancel_target(u, u->reqs[i]));
 }
 
+/* Sleeps until a CQE is posted (the eventfd is registered with the ring),
+   at most timeout_ms, and clears the eventfd for the next one. */
+static int wait_on_eventfd(struct afio_engine *e, int timeout_ms)
+{
+	struct uring *u = e->priv;
+	struct pollfd pfd = { .fd = afio_ctx_eventfd(e->ctx), .events = POLLIN };
+	uint64_t v;
+
+	if (io_uring_cq_ready(&u->ring))
+		return 0;
+	if (poll(&pfd, 1, timeout_ms) < 0)
+		return -errno;
+	(void)!read(pfd.fd, &v, sizeof(v));
+	return 0;
+}
+
 static int uring_wait(struct afio_engine *e, int timeout_ms)
 {
 	struct uring *u = e->priv;
@@ -1100,9 +1158,18 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 	push_again(u);
 	push_next_steps(u);
 	push_cancels(u);
+	if (u->dropped)
+		return wait_on_eventfd(e, timeout_ms);
 	ret = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, tsp, NULL);
 	if (ret == -EBUSY) {
 		/* Overflowed: completions are waiting, the core reaps them. */
+		return 0;
+	}
+	if (ret == -EBADR) {
+		/* Dropped completions, which cq_has_room() keeps from
+		   happening: the kernel says so at every wait from now on,
+		   so wait on what still works. */
+		u->dropped = true;
 		return 0;
 	}
 	return ret < 0 ? ret : 0;
@@ -1303,7 +1370,6 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 	}
 	u->flags = u->ring.flags;
 	u->cq_entries = u->ring.cq.ring_entries;
-	u->nodrop = u->ring.features & IORING_FEAT_NODROP;
 	ret = attach(e, u, reason, len);
 	if (ret) {
 		io_uring_queue_exit(&u->ring);
@@ -1364,10 +1430,11 @@ static int uring_describe(const struct afio_engine *e, char *buf, size_t len)
 			n += (size_t)snprintf(pooled + n, sizeof(pooled) - n, "%s%s",
 					      n ? "," : ", thread pool for ",
 					      afio_op_descs[op].name);
-	return snprintf(buf, len, "io_uring: sq=%u cq=%u flags=%s, mode %s%s%s",
+	return snprintf(buf, len, "io_uring: sq=%u cq=%u flags=%s, mode %s%s%s%s",
 			u->ring.sq.ring_entries, u->cq_entries, flags,
 			afio_mode_name(u->mode), pooled,
-			u->has_cancel ? "" : ", no in-kernel cancel");
+			u->has_cancel ? "" : ", no in-kernel cancel",
+			u->dropped ? ", the kernel dropped completions" : "");
 }
 
 static int uring_op_native(const struct afio_engine *e, enum afio_op op, char *how,

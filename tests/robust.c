@@ -657,6 +657,59 @@ START_TEST(test_requests_behind_a_sendfile_done_at_once)
 }
 END_TEST
 
+/* Timers that expired, counted in the low half, and the others. */
+static void count_timer(void *data, ssize_t res)
+{
+	*(long *)data += res == -ETIME ? 1 : 1L << 32;
+}
+
+/* ---- io_uring's completion ring ---- */
+
+#define MANY_TIMERS 30000
+
+/*
+ * The completion ring has room for three completions per entry (up to the
+ * kernel's 65536), so that none waits on the kernel's overflow list; past
+ * that, requests wait in the queue: 30000 timers in flight through an
+ * 8-entry submission ring all expire, once each.
+ */
+START_TEST(test_completion_ring_holds_what_is_in_flight)
+{
+	struct afio_config cfg;
+	struct afio_stats st;
+	char desc[256], want[32];
+	afio_ctx *ctx;
+	long done = 0;
+
+	if (target_backend != AFIO_BACKEND_IO_URING)
+		return;
+	afio_config_init(&cfg);
+	cfg.backend = target_backend;
+	cfg.mode = target_mode;
+	cfg.entries = 4096;
+	cfg.ring_entries = 8;
+	ctx = tu_create(&cfg);
+	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
+	ck_assert_msg(strstr(desc, "sq=8 cq=16384 "), "%s", desc);
+	afio_destroy(ctx);
+	cfg.entries = 1u << 16;
+	ctx = tu_create(&cfg);
+	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
+	snprintf(want, sizeof(want), "cq=%u ", 65536);
+	ck_assert_msg(strstr(desc, want), "%s", desc);
+	for (int i = 0; i < MANY_TIMERS; i++)
+		ck_assert_int_eq(afio_timeout(ctx, 1000000, count_timer, &done), 0);
+	for (int waited = 0; done < MANY_TIMERS; waited += 100) {
+		ck_assert_msg(waited < HANG_MS, "%ld of %d timers after %d ms", done, MANY_TIMERS,
+			      HANG_MS);
+		ck_assert_int_ge(afio_poll(ctx, MANY_TIMERS, 100), 0);
+	}
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.completed, MANY_TIMERS);
+	afio_destroy(ctx);
+}
+END_TEST
+
 /* ---- the thread that submitted requests exits ---- */
 
 struct exiting {
@@ -744,6 +797,7 @@ static Suite *robust_suite(void)
 	tcase_add_test(fail, test_read_epoll_fd);
 	suite_add_tcase(s, fail);
 	tcase_add_test(queue, test_requests_behind_a_sendfile_done_at_once);
+	tcase_add_test(queue, test_completion_ring_holds_what_is_in_flight);
 	suite_add_tcase(s, queue);
 	tcase_add_test(exiting, test_requests_outlive_their_thread);
 	suite_add_tcase(s, exiting);
