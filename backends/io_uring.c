@@ -1231,8 +1231,11 @@ static void retry_due(struct uring *u, uint32_t index)
 		return;
 	u->retry_armed[index] = false;
 	r = u->reqs[index];
-	if (r && r->cancel)
-		queue_cancel(u, cancel_target(u, r));
+	if (!r || !r->cancel)
+		return;
+	queue_cancel(u, cancel_target(u, r));
+	if (u->flags & IORING_SETUP_SQPOLL)
+		queue_retry(u, ud_of(r));
 }
 
 /*
@@ -1298,6 +1301,12 @@ static void uring_cancel(struct afio_engine *e, struct afio_req *r)
 	if (!u->has_cancel)
 		return;
 	queue_cancel(u, cancel_target(u, r));
+	/* With SQPOLL a cancel can miss a request on its way to a poll wait
+	   and no CQE comes to say so: ask again on a timer until it
+	   completes, which wakes a program that sleeps on the eventfd as
+	   recancel() serves one that waits in afio_poll(). */
+	if ((u->flags & IORING_SETUP_SQPOLL) && u->has_op[AFIO_OP_TIMEOUT])
+		queue_retry(u, ud_of(r));
 	push_cancels(u);
 	push_sq(u);
 }

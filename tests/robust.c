@@ -710,6 +710,57 @@ START_TEST(test_completion_ring_holds_what_is_in_flight)
 }
 END_TEST
 
+/* ---- SQPOLL, driven by the eventfd alone ---- */
+
+#define SQPOLL_CANCELS 2000
+
+/*
+ * With AFIO_SQPOLL a cancel can miss a recv on its way to a poll wait.  A
+ * program that sleeps on the eventfd, and calls afio_poll() only with no
+ * wait when it is readable, still sees each canceled recv complete.
+ */
+START_TEST(test_sqpoll_cancel_with_eventfd_alone)
+{
+	struct afio_config cfg;
+	struct pollfd pfd = { .events = POLLIN };
+	char in[4], what[64];
+	afio_ctx *ctx = NULL;
+	int sv[2];
+
+	if (target_backend != AFIO_BACKEND_IO_URING)
+		return;
+	afio_config_init(&cfg);
+	cfg.backend = target_backend;
+	cfg.mode = target_mode;
+	cfg.entries = 4;
+	cfg.flags = AFIO_NO_FALLBACK | AFIO_SQPOLL;
+	if (afio_create(&ctx, &cfg)) {
+		printf("SQPOLL refused here: not tested\n");
+		return;
+	}
+	pfd.fd = afio_eventfd(ctx);
+	tu_socketpair(sv);
+	for (int i = 0; i < SQPOLL_CANCELS; i++) {
+		struct tu_done d = { 0 };
+
+		ck_assert_int_eq(afio_recv(ctx, sv[0], in, sizeof(in), 0, tu_on_done, &d), 0);
+		ck_assert_int_eq(afio_submit(ctx), 1);
+		ck_assert_int_eq(afio_cancel(ctx, &d), 1);
+		snprintf(what, sizeof(what), "cancel %d, with the eventfd alone", i);
+		for (int waited = 0; !d.calls; waited += 100) {
+			ck_assert_msg(waited < HANG_MS, "%s: no completion after %d ms", what,
+				      HANG_MS);
+			if (poll(&pfd, 1, 100) == 1)
+				ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+		}
+		ck_assert_int_eq(d.res, -ECANCELED);
+	}
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 /* ---- the thread that submitted requests exits ---- */
 
 struct exiting {
@@ -798,6 +849,7 @@ static Suite *robust_suite(void)
 	suite_add_tcase(s, fail);
 	tcase_add_test(queue, test_requests_behind_a_sendfile_done_at_once);
 	tcase_add_test(queue, test_completion_ring_holds_what_is_in_flight);
+	tcase_add_test(queue, test_sqpoll_cancel_with_eventfd_alone);
 	suite_add_tcase(s, queue);
 	tcase_add_test(exiting, test_requests_outlive_their_thread);
 	suite_add_tcase(s, exiting);
