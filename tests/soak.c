@@ -746,7 +746,10 @@ static void make_files(struct round *rd)
 {
 	const char *base = getenv("AFIO_TEST_DIR");
 
-	snprintf(rd->dirpath, sizeof(rd->dirpath), "%s/soak-XXXXXX", base && *base ? base : ".");
+	/* Not the current directory: a round that fails leaves its own. */
+	if (!base || !*base)
+		base = getenv("TMPDIR");
+	snprintf(rd->dirpath, sizeof(rd->dirpath), "%s/soak-XXXXXX", base && *base ? base : "/tmp");
 	ck_assert_ptr_nonnull(mkdtemp(rd->dirpath));
 	rd->dir = open(rd->dirpath, O_DIRECTORY | O_CLOEXEC);
 	ck_assert_int_ge(rd->dir, 0);
