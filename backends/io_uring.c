@@ -128,6 +128,8 @@ struct uring {
 	struct __kernel_timespec *timespecs;	/* by slot index: a TIMEOUT's */
 	struct sendfile_state *sendfiles;	/* by slot index */
 	struct afio_reqq next_steps;	/* sendfiles whose next SQE waits for room */
+	struct afio_reqq pipe_waiters;	/* sendfiles that wait for a pipe */
+	unsigned pipes_out;		/* pipes sendfiles hold now */
 	struct afio_reqq again;		/* canceled by the exit of their thread */
 	pid_t *submitters;		/* by slot index: the thread that submitted it */
 	int (*spare_pipes)[2];		/* emptied pipes, for the next sendfile */
@@ -142,6 +144,9 @@ static unsigned ring_size(const struct afio_config *cfg)
 
 	if (!n)
 		n = cfg->entries && cfg->entries < 256 ? cfg->entries : 256;
+	/* A sendfile's chain takes two SQEs at once. */
+	if (n < 2)
+		n = 2;
 	return n < MAX_RING ? n : MAX_RING;
 }
 
@@ -463,14 +468,16 @@ static void prep_recvmsg(struct uring *u, struct io_uring_sqe *sqe, struct afio_
 }
 
 /* The kernel reads the timespec when it takes the SQE, which with SQPOLL
-   is later: it lives in the slot. */
+   is later: it lives in the slot.  The deadline is absolute, on
+   CLOCK_MONOTONIC (the kernel's default clock for timeouts), since the
+   call that queued it. */
 static void prep_timeout(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
 	struct __kernel_timespec *ts = &u->timespecs[r->index];
 
 	ts->tv_sec = (long long)(r->off / 1000000000u);
 	ts->tv_nsec = (long long)(r->off % 1000000000u);
-	io_uring_prep_timeout(sqe, ts, 0, 0);
+	io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
 }
 
 static void prep_openat(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
@@ -694,6 +701,15 @@ static bool cq_has_room(const struct uring *u, const struct afio_engine *e,
 	return need <= u->cq_entries;
 }
 
+static pid_t self_tid(void)
+{
+	static __thread pid_t tid;
+
+	if (!tid)
+		tid = gettid();
+	return tid;
+}
+
 /* ---- sendfile: file -> pipe -> socket, all in the kernel ---- */
 
 /*
@@ -704,8 +720,11 @@ static bool cq_has_room(const struct uring *u, const struct afio_engine *e,
  * further splices, after a poll for room where the socket said EAGAIN, so
  * a pipe goes back to the spares empty.  The request completes once none of
  * its SQEs is in the ring; its result is what reached the socket.
+ *
+ * Pipes cost two fds each: a few empty ones are kept, and a sendfile that
+ * finds none to be had waits for one another sendfile gives back.
  */
-enum sf_step { SF_CHAIN, SF_OUT, SF_POLL };
+enum sf_step { SF_CHAIN, SF_OUT, SF_POLL, SF_RESTART };
 
 struct sendfile_state {
 	int pipe[2];
@@ -715,9 +734,11 @@ struct sendfile_state {
 	int last_res;		/* the last splice out, or the poll */
 	uint8_t pending;	/* its SQEs in the ring */
 	uint8_t step;
+	bool lost;		/* a step the kernel dropped when its submitter exited */
 };
 
 #define SENDFILE_PIPE_SIZE	(1u << 20)
+#define SPARE_PIPES		16
 
 static int get_pipe(struct uring *u, struct sendfile_state *sf)
 {
@@ -728,6 +749,7 @@ static int get_pipe(struct uring *u, struct sendfile_state *sf)
 		sf->pipe[0] = u->spare_pipes[u->nspare][0];
 		sf->pipe[1] = u->spare_pipes[u->nspare][1];
 	} else if (pipe2(sf->pipe, O_CLOEXEC | O_NONBLOCK)) {
+		sf->pipe[0] = sf->pipe[1] = -1;
 		return -errno;
 	} else {
 		/* A larger pipe moves a large file in fewer round trips; the
@@ -736,6 +758,7 @@ static int get_pipe(struct uring *u, struct sendfile_state *sf)
 	}
 	size = fcntl(sf->pipe[1], F_GETPIPE_SZ);
 	sf->pipe_size = size > 0 ? (unsigned)size : 65536;
+	u->pipes_out++;
 	return 0;
 }
 
@@ -743,7 +766,10 @@ static int get_pipe(struct uring *u, struct sendfile_state *sf)
    (a request that stopped early) is closed. */
 static void put_pipe(struct uring *u, struct sendfile_state *sf)
 {
-	if (!sf->in_pipe && u->nspare < u->nslots) {
+	if (sf->pipe[0] < 0)
+		return;
+	u->pipes_out--;
+	if (!sf->in_pipe && u->nspare < SPARE_PIPES) {
 		u->spare_pipes[u->nspare][0] = sf->pipe[0];
 		u->spare_pipes[u->nspare][1] = sf->pipe[1];
 		u->nspare++;
@@ -790,12 +816,17 @@ static bool sendfile_start(struct uring *u, struct afio_req *r)
 	return true;
 }
 
-/* The next splice out, or the poll before it; false when the SQ is full. */
+/* The next splice out, the poll before it, or the chain again; false when
+   the SQ is full. */
 static bool sendfile_step(struct uring *u, struct afio_req *r)
 {
 	struct sendfile_state *sf = &u->sendfiles[r->index];
-	struct io_uring_sqe *sqe = get_sqe(u);
+	struct io_uring_sqe *sqe;
 
+	u->submitters[r->index] = self_tid();
+	if (sf->step == SF_RESTART)
+		return sendfile_start(u, r);
+	sqe = get_sqe(u);
 	if (!sqe)
 		return false;
 	if (sf->step == SF_POLL)
@@ -813,6 +844,29 @@ static void push_next_steps(struct uring *u)
 
 	while ((r = u->next_steps.head) && sendfile_step(u, r))
 		afio_reqq_pop(&u->next_steps);
+	while ((r = u->pipe_waiters.head) && !get_pipe(u, &u->sendfiles[r->index])) {
+		if (!sendfile_start(u, r)) {
+			put_pipe(u, &u->sendfiles[r->index]);
+			break;
+		}
+		afio_reqq_pop(&u->pipe_waiters);
+	}
+}
+
+/* No fd for a pipe: wait for one a sendfile in flight gives back, or,
+   with none in flight, let the pool do it (sendfile(2) needs no fd). */
+static bool wait_for_pipe(struct afio_engine *e, struct afio_req *r)
+{
+	struct uring *u = e->priv;
+
+	if (!u->pipes_out)
+		return false;
+	afio_engine_take(e, r);
+	u->reqs[r->index] = r;
+	u->submitters[r->index] = self_tid();
+	u->sendfiles[r->index].pending = 0;
+	afio_reqq_push(&u->pipe_waiters, r);
+	return true;
 }
 
 static void sendfile_finish(struct uring *u, struct afio_req *r)
@@ -845,6 +899,12 @@ static void sendfile_next(struct uring *u, struct afio_req *r)
 	struct sendfile_state *sf = &u->sendfiles[r->index];
 	int res = sf->last_res;
 
+	if (sf->lost && !r->cancel) {
+		sf->lost = false;
+		sf->step = sf->in_pipe ? SF_OUT : SF_RESTART;
+		afio_reqq_push(&u->next_steps, r);
+		return;
+	}
 	if (r->cancel || !sf->in_pipe ||
 	    (res < 0 && res != -EAGAIN && !(sf->step == SF_CHAIN && res == -ECANCELED))) {
 		sendfile_finish(u, r);
@@ -859,7 +919,12 @@ static void sendfile_cqe(struct uring *u, struct afio_req *r, uint64_t ud, int r
 	struct sendfile_state *sf = &u->sendfiles[r->index];
 
 	sf->pending--;
-	if (ud & UD_SPLICE_IN) {
+	/* Its submitter exited and the kernel dropped the step: it is done
+	   again, as submit_again() does for a whole request. */
+	if (res == -ECANCELED && !r->cancel && !(u->flags & IORING_SETUP_SQPOLL) &&
+	    u->submitters[r->index] != self_tid())
+		sf->lost = true;
+	else if (ud & UD_SPLICE_IN) {
 		sf->in_res = res;
 		if (res > 0)
 			sf->in_pipe += (unsigned)res;
@@ -922,14 +987,6 @@ static bool is_own_eventfd(const struct afio_engine *e, const struct afio_req *r
 
 /* ---- requests of a thread that exited ---- */
 
-static pid_t self_tid(void)
-{
-	static __thread pid_t tid;
-
-	if (!tid)
-		tid = gettid();
-	return tid;
-}
 
 /*
  * io_uring cancels what a thread submitted when the thread exits: at once
@@ -990,8 +1047,9 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 		}
 		if (r->op == AFIO_OP_SENDFILE) {
 			if (get_pipe(u, &u->sendfiles[r->index])) {
-				/* No fd for a pipe: the pool needs none. */
-				afio_route_to_pool(e, afio_reqq_pop(q));
+				afio_reqq_pop(q);
+				if (!wait_for_pipe(e, r))
+					afio_route_to_pool(e, r);
 				n++;
 				continue;
 			}
@@ -1288,7 +1346,8 @@ static void uring_cancel(struct afio_engine *e, struct afio_req *r)
 
 	/* Between two steps nothing of it is in the ring: it stops here. */
 	if (r->op == AFIO_OP_SENDFILE && !u->sendfiles[r->index].pending) {
-		afio_reqq_remove(&u->next_steps, r);
+		if (afio_reqq_remove(&u->next_steps, r))
+			afio_reqq_remove(&u->pipe_waiters, r);
 		sendfile_finish(u, r);
 		return;
 	}
@@ -1362,8 +1421,11 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 	u->retry_after.tv_nsec = RETRY_NS;
 	u->timespecs = calloc(u->nslots, sizeof(*u->timespecs));
 	u->sendfiles = calloc(u->nslots, sizeof(*u->sendfiles));
-	u->spare_pipes = calloc(u->nslots, sizeof(*u->spare_pipes));
+	u->spare_pipes = calloc(SPARE_PIPES, sizeof(*u->spare_pipes));
 	afio_reqq_init(&u->next_steps);
+	afio_reqq_init(&u->pipe_waiters);
+	for (unsigned i = 0; u->sendfiles && i < u->nslots; i++)
+		u->sendfiles[i].pipe[0] = u->sendfiles[i].pipe[1] = -1;
 	afio_reqq_init(&u->again);
 	if (!u->reqs || !u->cancels || !u->cancel_waits || !u->retry_armed || !u->submitters ||
 	    !u->timespecs || !u->sendfiles || !u->spare_pipes) {

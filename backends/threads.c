@@ -476,7 +476,7 @@ static int add_timer_locked(struct pool *p, struct afio_req *r)
 
 	if (ret)
 		return ret;
-	s->deadline = now_ns() + r->off;
+	s->deadline = r->off;
 	s->where = W_TIMER;
 	s->heap_pos = p->ntimers;
 	p->timers[p->ntimers++] = r;

@@ -24,7 +24,7 @@
  *   CONNECT         socket   addr           -          addrlen   -      -        -
  *   SENDMSG/RECVMSG socket   msg            -          -         -      MSG_*    -
  *   SENDFILE        socket   -              -          bytes     off    -        -   (fd2: file)
- *   TIMEOUT         -        -              -          -         ns     -        -
+ *   TIMEOUT         -        -              -          -         when   -        -
  *   OPENAT          dirfd    path           -          -         -      O_*      mode
  *   OPENAT2         dirfd    path           how        -         -      -        -
  *   CLOSE           fd       -              -          -         -      -        -
@@ -211,6 +211,9 @@ static inline ssize_t afio_req_stopped(const struct afio_req *r, ssize_t err)
 {
 	return afio_op_is_socket(r->op) ? afio_partial(r->progress, err) : err;
 }
+
+/* CLOCK_MONOTONIC ns, ns from now (saturated): a TIMEOUT's off. */
+uint64_t afio_deadline_ns(uint64_t ns);
 
 /* ---- lib/sockops.c: the socket ops done the non-blocking way ---- */
 
