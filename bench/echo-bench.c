@@ -9,6 +9,10 @@
  * reads the server's CPU time (user + system, all its threads) from
  * /proc/PID/stat before and after.
  *
+ * With --churn every message goes over a new connection instead (connect,
+ * send, receive the echo, close, connect again): requests/s is then
+ * connections/s, and the server's accept and close paths are measured.
+ *
  * It prints one line of key=value pairs:
  *   conns size seconds requests req_s server_cpu_s server_cpu_pct
  *   cpu_us_per_req client_cpu_pct connect_s
@@ -55,6 +59,7 @@ struct opts {
 	double warmup;
 	double duration;
 	long server_pid;	/* 0: no server CPU figures */
+	bool churn;		/* a new connection for every message */
 };
 
 struct sample {
@@ -176,6 +181,8 @@ static void start_connect(const struct opts *o, unsigned i)
 	set_events(c, i, EPOLLOUT, EPOLL_CTL_ADD);
 }
 
+static void send_message(struct bconn *c, unsigned size);
+
 static void connected(struct bconn *c, unsigned i)
 {
 	socklen_t len = sizeof(int);
@@ -226,20 +233,31 @@ static void send_message(struct bconn *c, unsigned size)
 		die("send: %s", n < 0 ? strerror(errno) : "short send into an empty buffer");
 }
 
-static void on_readable(struct bconn *c, unsigned size)
+/* A whole echo came back on connection i: the next message, on this
+   connection or (--churn) on a new one in its place. */
+static void echoed(const struct opts *o, struct bconn *c, unsigned i)
 {
-	ssize_t n = recv(c->fd, rbuf, size - c->got, 0);
+	c->got = 0;
+	requests++;
+	if (!o->churn) {
+		send_message(c, o->size);
+		return;
+	}
+	close(c->fd);
+	start_connect(o, i);
+}
+
+static void on_readable(const struct opts *o, struct bconn *c, unsigned i)
+{
+	ssize_t n = recv(c->fd, rbuf, o->size - c->got, 0);
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0)
 		die("the server %s a connection", n ? "reset" : "closed");
 	c->got += (uint32_t)n;
-	if (c->got < size)
-		return;
-	c->got = 0;
-	requests++;
-	send_message(c, size);
+	if (c->got == o->size)
+		echoed(o, c, i);
 }
 
 /* Runs the echo loop until the clock passes `until`. */
@@ -252,8 +270,16 @@ static void run_until(const struct opts *o, double until)
 		n = epoll_wait(epfd, ev, MAX_EVENTS, 50);
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
-		for (int i = 0; i < n; i++)
-			on_readable(&conns[ev[i].data.u32], o->size);
+		for (int i = 0; i < n; i++) {
+			unsigned k = ev[i].data.u32;
+
+			if (conns[k].state == C_RUNNING) {
+				on_readable(o, &conns[k], k);
+			} else {
+				connected(&conns[k], k);
+				send_message(&conns[k], o->size);
+			}
+		}
 	}
 }
 
@@ -290,7 +316,7 @@ static unsigned long parse_num(const char *name, const char *arg, unsigned long 
 static void usage(FILE *f)
 {
 	fputs("usage: echo-bench --port N [--addr A] [--conns N] [--size BYTES]\n"
-	      "                  [--warmup S] [--duration S] [--server-pid PID]\n"
+	      "                  [--warmup S] [--duration S] [--server-pid PID] [--churn]\n"
 	      "defaults: 127.0.0.1, 100 connections, 1024 bytes, 1 s warm-up, 3 s\n", f);
 }
 
@@ -304,6 +330,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "server-pid", required_argument, NULL, 'P' },
+		{ "churn", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -321,6 +348,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case 'w': o->warmup = parse_seconds("warmup", optarg); break;
 		case 'd': o->duration = parse_seconds("duration", optarg); break;
 		case 'P': o->server_pid = (long)parse_num("server-pid", optarg, 1, 1u << 30); break;
+		case 'C': o->churn = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -359,8 +387,8 @@ static void report(const struct opts *o, const struct sample *a, const struct sa
 	if (scpu >= 0)
 		printf(" server_cpu_s=%.2f server_cpu_pct=%.1f cpu_us_per_req=%.3f", scpu,
 		       100 * scpu / secs, reqs ? 1e6 * scpu / reqs : 0);
-	printf(" client_cpu_pct=%.1f connect_s=%.2f\n",
-	       100 * (b->client_cpu - a->client_cpu) / secs, connect_s);
+	printf(" client_cpu_pct=%.1f connect_s=%.2f%s\n",
+	       100 * (b->client_cpu - a->client_cpu) / secs, connect_s, o->churn ? " churn=1" : "");
 }
 
 int main(int argc, char **argv)
