@@ -15,8 +15,13 @@
  *
  * It prints one line of key=value pairs:
  *   conns size seconds requests req_s server_cpu_s server_cpu_pct
- *   cpu_us_per_req client_cpu_pct connect_s
+ *   cpu_us_per_req client_cpu_pct others_cpu_pct steal_pct connect_s
  * client_cpu_pct near 100 means the client, not the server, set the pace.
+ * others_cpu_pct is the CPU time every other process on the machine took
+ * meanwhile (from /proc/stat, less the server's and ours; softirq work is
+ * charged to whichever task it interrupted), and steal_pct the time the
+ * hypervisor ran something else: when either is large, the run was
+ * disturbed.
  * Exit status: 0, 1 when the server misbehaved (closed a connection, sent
  * back more than was sent), 2 for a bad argument.
  */
@@ -67,6 +72,8 @@ struct sample {
 	uint64_t requests;
 	double server_cpu;	/* s, or -1 */
 	double client_cpu;	/* s */
+	double busy;		/* every CPU's non-idle time, s, or -1 */
+	double steal;		/* s */
 };
 
 static struct bconn *conns;
@@ -131,12 +138,38 @@ static double self_cpu(void)
 	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+/* The machine's busy and stolen time from the first line of /proc/stat. */
+static void machine_cpu(double *busy, double *steal)
+{
+	unsigned long long user, nice, sys, idle, iowait, irq, softirq, st;
+	char buf[512];
+	ssize_t n;
+	int fd;
+
+	*busy = -1;
+	*steal = 0;
+	fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys,
+		   &idle, &iowait, &irq, &softirq, &st) != 8)
+		return;
+	*busy = (double)(user + nice + sys + irq + softirq) / (double)sysconf(_SC_CLK_TCK);
+	*steal = (double)st / (double)sysconf(_SC_CLK_TCK);
+}
+
 static void take_sample(const struct opts *o, struct sample *s)
 {
 	s->t = now();
 	s->requests = requests;
 	s->server_cpu = o->server_pid ? proc_cpu(o->server_pid) : -1;
 	s->client_cpu = self_cpu();
+	machine_cpu(&s->busy, &s->steal);
 }
 
 /* ---- connecting ---- */
@@ -381,14 +414,19 @@ static void report(const struct opts *o, const struct sample *a, const struct sa
 {
 	double secs = b->t - a->t, reqs = (double)(b->requests - a->requests);
 	double scpu = a->server_cpu >= 0 && b->server_cpu >= 0 ? b->server_cpu - a->server_cpu : -1;
+	double ccpu = b->client_cpu - a->client_cpu;
 
 	printf("conns=%u size=%u seconds=%.3f requests=%.0f req_s=%.0f", o->conns, o->size,
 	       secs, reqs, reqs / secs);
 	if (scpu >= 0)
 		printf(" server_cpu_s=%.2f server_cpu_pct=%.1f cpu_us_per_req=%.3f", scpu,
 		       100 * scpu / secs, reqs ? 1e6 * scpu / reqs : 0);
-	printf(" client_cpu_pct=%.1f connect_s=%.2f%s\n",
-	       100 * (b->client_cpu - a->client_cpu) / secs, connect_s, o->churn ? " churn=1" : "");
+	printf(" client_cpu_pct=%.1f", 100 * ccpu / secs);
+	if (scpu >= 0 && a->busy >= 0 && b->busy >= 0)
+		printf(" others_cpu_pct=%.1f steal_pct=%.1f",
+		       100 * (b->busy - a->busy - scpu - ccpu) / secs,
+		       100 * (b->steal - a->steal) / secs);
+	printf(" connect_s=%.2f%s\n", connect_s, o->churn ? " churn=1" : "");
 }
 
 int main(int argc, char **argv)

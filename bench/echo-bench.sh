@@ -6,13 +6,17 @@
 #   bench/echo-bench.sh [--build DIR] [--conns "1 2 100 1000 2000 5000"]
 #                       [--rows "io_uring/inline ... epoll"] [--repeat N]
 #                       [--warmup S] [--duration S] [--size BYTES] [--out DIR]
+#                       [--quiet-wait S]
 #   bench/echo-bench.sh --check [--build DIR] [--out DIR]
 #
 # The server runs on CPU 0 and the client on CPU 1 (taskset).  For each
 # repeat and connection count, every row runs once, in an order that is
 # reversed from one run to the next, so that no row always comes first;
 # each such round holds /tmp/afio-bench.lock, so that no other benchmark
-# runs meanwhile.  Writes OUT/echo-bench.csv (every run),
+# runs meanwhile.  Tests and builds do not take that lock: before each
+# run the script waits (up to --quiet-wait seconds) until the CPUs are
+# nearly idle, and echo-bench reports what others took during the run
+# (others_cpu_pct).  Writes OUT/echo-bench.csv (every run),
 # OUT/echo-summary.csv (medians), OUT/echo-bench.png, and prints the tables.
 # --check: a few short runs of every row without the lock, for the test
 # suite; fails unless each one ran (a refusal where async cannot serve the
@@ -29,6 +33,7 @@ duration=2
 size=1024
 out=
 check=
+quiet_wait=60
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -40,8 +45,9 @@ while [ $# -gt 0 ]; do
 	--duration) duration=$2; shift 2 ;;
 	--size) size=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
-	--check) check=1 conns="2 1100" repeat=1 warmup=0.1 duration=0.2; shift ;;
-	-h|--help) sed -n '2,21s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	--quiet-wait) quiet_wait=$2; shift 2 ;;
+	--check) check=1 conns="2 1100" repeat=1 warmup=0.1 duration=0.2 quiet_wait=0; shift ;;
+	-h|--help) sed -n '2,26s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	*) echo "echo-bench.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -57,18 +63,38 @@ done
 csv=$out/echo-bench.csv
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "server,backend,mode,conns,repeat,req_s,cpu_us_per_req,server_cpu_pct,client_cpu_pct,loadavg,status" > "$csv"
+echo "server,backend,mode,conns,repeat,req_s,cpu_us_per_req,server_cpu_pct,client_cpu_pct,others_cpu_pct,steal_pct,busy_before_pct,status" > "$csv"
 
 # The first value of key=... in a line of echo-bench output.
 field() {
 	sed -n "s/.* $1=\([^ ]*\).*/\1/p; s/^$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1
 }
 
+# The machine's busy share of all CPUs over half a second, in percent.
+busy_pct() {
+	local a b
+	a=$(head -1 /proc/stat)
+	sleep 0.5
+	b=$(head -1 /proc/stat)
+	echo "$a $b" | awk '{ busy = ($13+$14+$15+$18+$19) - ($2+$3+$4+$7+$8);
+		all = busy + ($16+$17) - ($5+$6); printf "%.0f", all ? 100 * busy / all : 0 }'
+}
+
+# Waits until the CPUs are nearly idle, or quiet_wait seconds have gone.
+wait_quiet() {
+	local start=$SECONDS
+	busy=$(busy_pct)
+	while [ "$busy" -gt 10 ] && [ $((SECONDS - start)) -lt "$quiet_wait" ]; do
+		sleep 1
+		busy=$(busy_pct)
+	done
+}
+
 # run_cell ROW CONNS REPEAT: one server, one client run, one CSV line.
 run_cell() {
 	local row=$1 n=$2 rep=$3 backend=- mode=- server=epoll pid port line status=ok
-	local load
-	load=$(cut -d' ' -f1 /proc/loadavg)
+	local busy=0
+	[ "$quiet_wait" -gt 0 ] && wait_quiet
 	if [ "$row" = epoll ]; then
 		taskset -c 0 "$epoll_bin" --port 0 >"$tmp/out" 2>"$tmp/err" &
 	else
@@ -87,7 +113,7 @@ run_cell() {
 		wait $pid || true
 		# What the server said, as one CSV-safe field.
 		status="refused: $(grep -v ': backend ' "$tmp/err" | head -1 | tr ',' ';')"
-		echo "$server,$backend,$mode,$n,$rep,,,,,$load,$status" >> "$csv"
+		echo "$server,$backend,$mode,$n,$rep,,,,,,,$busy,$status" >> "$csv"
 		printf '  %-16s %5s conns: %s\n' "$row" "$n" "$status"
 		return
 	fi
@@ -99,10 +125,11 @@ run_cell() {
 	fi
 	kill -TERM $pid 2>/dev/null || true
 	wait $pid || status="$status; server exit $?"
-	echo "$server,$backend,$mode,$n,$rep,$(field req_s "$line"),$(field cpu_us_per_req "$line"),$(field server_cpu_pct "$line"),$(field client_cpu_pct "$line"),$load,$status" >> "$csv"
-	printf '  %-16s %5s conns: %8s req/s  %6s us/req  server %5s%%  client %5s%%\n' \
+	echo "$server,$backend,$mode,$n,$rep,$(field req_s "$line"),$(field cpu_us_per_req "$line"),$(field server_cpu_pct "$line"),$(field client_cpu_pct "$line"),$(field others_cpu_pct "$line"),$(field steal_pct "$line"),$busy,$status" >> "$csv"
+	printf '  %-16s %5s conns: %8s req/s  %6s us/req  server %5s%%  client %5s%%  others %5s%%\n' \
 		"$row" "$n" "$(field req_s "$line")" "$(field cpu_us_per_req "$line")" \
-		"$(field server_cpu_pct "$line")" "$(field client_cpu_pct "$line")"
+		"$(field server_cpu_pct "$line")" "$(field client_cpu_pct "$line")" \
+		"$(field others_cpu_pct "$line")"
 }
 
 # The rows of one round, forwards or backwards.
@@ -140,7 +167,8 @@ for r in csv.DictReader(open(src)):
     row = "epoll" if r["server"] == "epoll" else r["backend"] + "/" + r["mode"]
     key = (row, r["conns"])
     if r["status"] == "ok" and r["req_s"]:
-        runs.setdefault(key, {})[r["repeat"]] = (float(r["req_s"]), float(r["cpu_us_per_req"]))
+        runs.setdefault(key, {})[r["repeat"]] = (float(r["req_s"]), float(r["cpu_us_per_req"]),
+                                                 float(r["others_cpu_pct"] or 0))
     else:
         notes[key] = r["status"]
 
@@ -158,7 +186,8 @@ for row in rows:
         rcpu = [got[k][1] / base[k][1] for k in got if k in base and base[k][1]]
         summary[(row, n)] = (len(req), med(req), min(req, default=None), max(req, default=None),
                              med(cpu), min(cpu, default=None), max(cpu, default=None),
-                             med(rreq), med(rcpu), notes.get((row, n), "") if not req else "")
+                             med(rreq), med(rcpu), notes.get((row, n), "") if not req else "",
+                             max((v[2] for v in got.values()), default=None))
 
 def fmt(v, f):
     return "" if v is None else f % v
@@ -188,6 +217,8 @@ table("server CPU per request, us, median (min-max)",
       lambda s: "%.2f (%.2f-%.2f)" % (s[4], s[5], s[6]) if s[0] else "n/a")
 table("against epoll, same round: requests/s ratio, CPU per request ratio (medians)",
       lambda s: "%.2fx, %.2fx" % (s[7], s[8]) if s[7] is not None else "n/a")
+table("CPU others took during the runs, % of one CPU, the most of any run",
+      lambda s: "%.0f" % s[10] if s[0] else "n/a")
 for (row, n), s in summary.items():
     if s[9]:
         print("%s at %s conns: %s" % (row, n, s[9]))
