@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -80,16 +81,32 @@ static ssize_t connect_nowait(struct afio_req *r, int fd)
 	return 0;
 }
 
-/* Positioned: the file's own offset is left alone, as the contract says. */
+/*
+ * Positioned: the file's own offset is left alone, as the contract says.
+ * sendfile(2) has no MSG_NOSIGNAL: a peer that went away would raise
+ * SIGPIPE in this thread, which is the application's.  So SIGPIPE is
+ * blocked for the call and the one it raised taken back, unless the
+ * thread blocked it already (then it is the thread's to handle).
+ */
 static ssize_t sendfile_once(struct afio_req *r, int fd)
 {
+	static const struct timespec no_wait;
 	off_t off = (off_t)r->off;
+	sigset_t pipe_only, old;
 	ssize_t n;
+	int err;
 
+	sigemptyset(&pipe_only);
+	sigaddset(&pipe_only, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
 	do
 		n = sendfile(fd, r->fd2, &off, r->len);
 	while (n < 0 && errno == EINTR);
-	return neg_errno(n);
+	err = errno;
+	if (n < 0 && err == EPIPE && !sigismember(&old, SIGPIPE))
+		(void)sigtimedwait(&pipe_only, NULL, &no_wait);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return n < 0 ? -err : n;
 }
 
 ssize_t afio_req_sock_nowait(struct afio_req *r, int fd)
