@@ -29,6 +29,7 @@
 
 static void process_input(struct conn *c);
 static void pump(struct conn *c);
+static void finish_response(struct conn *c);
 
 /* ---- closing ---- */
 
@@ -299,7 +300,8 @@ static void start_response(struct conn *c, void *buf)
 	c->read_seq = 0;
 	c->send_seq = 0;
 	c->head_bytes = (uint32_t)build_head(c, o->mem);
-	if (c->read_off >= c->body_end) {
+	c->sendfile = c->body_end - c->read_off >= c->w->sendfile_min && !c->w->opts->direct;
+	if (c->read_off >= c->body_end || c->sendfile) {
 		/* The head is all: it goes from where it was written. */
 		o->start = o->mem;
 		o->len = c->head_bytes;
@@ -413,7 +415,11 @@ static void on_read(void *data, ssize_t res)
 
 static bool start_send(struct conn *c, struct out *o)
 {
-	if (afio_send(c->w->ctx, c->fd, o->start, o->len, 0, on_send, c)) {
+	/* Before a sendfile the head waits for the file's first bytes, so
+	   that they leave together. */
+	int flags = c->sendfile && o->seq == 0 ? MSG_MORE : 0;
+
+	if (afio_send(c->w->ctx, c->fd, o->start, o->len, flags, on_send, c)) {
 		conn_close(c);
 		return false;
 	}
@@ -449,6 +455,46 @@ static void on_send(void *data, ssize_t res)
 	pump(c);
 }
 
+static void on_sendfile(void *data, ssize_t res)
+{
+	struct conn *c = data;
+
+	if (!op_done(c))
+		return;
+	c->sending = false;
+	if (res <= 0) {
+		conn_close(c);
+		return;
+	}
+	timer_set(c, &c->w->timers[0]);
+	c->read_off += (uint64_t)res;
+	pump(c);
+}
+
+/* The head, then the file from the page cache straight to the socket. */
+static void pump_sendfile(struct conn *c)
+{
+	uint64_t left = c->body_end - c->read_off;
+
+	if (c->sending)
+		return;
+	if (c->send_seq == 0) {
+		start_send(c, &c->out[0]);
+		return;
+	}
+	if (!left) {
+		finish_response(c);
+		return;
+	}
+	if (afio_sendfile(c->w->ctx, c->fd, c->file->fd, c->read_off, (size_t)left,
+			  on_sendfile, c)) {
+		conn_close(c);
+		return;
+	}
+	c->sending = true;
+	c->ops++;
+}
+
 /* A buffer to read the next chunk into: an idle one, or a second one
    from the pool when it has one to spare (else the one buffer serves). */
 static struct out *out_for_read(struct conn *c)
@@ -465,12 +511,14 @@ static struct out *out_for_read(struct conn *c)
 	return NULL;
 }
 
-static void finish_response(struct conn *c);
-
 static void pump(struct conn *c)
 {
 	struct out *o;
 
+	if (c->sendfile) {
+		pump_sendfile(c);
+		return;
+	}
 	if (!c->sending) {
 		for (int i = 0; i < 2; i++) {
 			o = &c->out[i];

@@ -376,6 +376,13 @@ static void size_context(struct afio_config *cfg, const struct httpd_opts *o)
 			       ASYNC_MAX_THREADS;
 }
 
+static uint64_t sendfile_min(void)
+{
+	const char *v = getenv("AFIO_HTTPD_SENDFILE_MIN");
+
+	return v ? strtoull(v, NULL, 0) : UINT64_MAX;
+}
+
 static int worker_init(struct worker *w, const struct httpd_opts *o, int root_fd,
 		       unsigned *port, int *wake_peer)
 {
@@ -389,6 +396,7 @@ static int worker_init(struct worker *w, const struct httpd_opts *o, int root_fd
 	w->timers[1].duration_ns = w->timers[0].duration_ns < LINGER_NS ?
 				   w->timers[0].duration_ns : LINGER_NS;
 	w->pool.max = POOL_BYTES / BUF_SIZE;
+	w->sendfile_min = sendfile_min();
 	/* Untouched until used: idle slots cost no memory. */
 	w->conns = calloc(o->max_conn, sizeof(*w->conns));
 	if (!w->conns)
@@ -591,12 +599,12 @@ static int check_openat2(int root_fd)
 	return 0;
 }
 
-/* Each connection is a descriptor, and the pool's wait on a socket a
-   second one: take what the hard limit allows. */
+/* Each connection is a descriptor, and so is each cached file: take what
+   the hard limit allows. */
 static void raise_fd_limit(const struct httpd_opts *o)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)o->workers * (2 * (rlim_t)o->max_conn + CACHE_MAX_IDLE + 64);
+	rlim_t want = (rlim_t)o->workers * ((rlim_t)o->max_conn + CACHE_MAX_IDLE + 64);
 
 	if (getrlimit(RLIMIT_NOFILE, &rl))
 		return;

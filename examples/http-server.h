@@ -78,6 +78,7 @@ struct conn {
 	bool head_only;
 	bool linger;			/* after the response: lingering close */
 	bool reading, sending;
+	bool sendfile;			/* the body goes by afio_sendfile() */
 	struct conn *tprev, *tnext;	/* on w->timers[] */
 	struct timer_list *timer;
 	uint64_t deadline;
@@ -147,6 +148,7 @@ struct worker {
 	struct buf_pool pool;
 	struct file_cache cache;
 
+	uint64_t sendfile_min;		/* bodies this long go by sendfile */
 	bool clock_stale;		/* a wait may have passed since now was read */
 	uint64_t now;			/* CLOCK_MONOTONIC, ns */
 	int64_t wall;			/* seconds since 1970 */
