@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +304,7 @@ static int start_open(struct cache_entry *e)
 	if (!ret) {
 		e->busy = true;
 		c->in_flight++;
+		c->st.path_ops++;
 	}
 	return ret;
 }
@@ -340,12 +342,11 @@ static bool take_stat(struct cache_entry *e)
 
 static void warn_no_direct(const char *path)
 {
-	static bool warned;
+	static atomic_flag warned = ATOMIC_FLAG_INIT;
 
-	if (!warned)
+	if (!atomic_flag_test_and_set(&warned))
 		fprintf(stderr, "afio-httpd: %s: the file system refuses O_DIRECT; "
 			"such files are read through the page cache\n", path);
-	warned = true;
 }
 
 static void opened(struct cache_entry *e)
@@ -415,6 +416,7 @@ static void on_open(void *data, ssize_t res)
 	}
 	e->busy = true;
 	c->in_flight++;
+	c->st.path_ops++;
 }
 
 /* ---- revalidation ---- */
@@ -462,6 +464,7 @@ static int revalidate(struct cache_entry *e)
 	if (ret)
 		return ret;
 	c->st.revalidations++;
+	c->st.path_ops++;
 	if (!e->refs)
 		lru_remove(e);
 	e->state = ENTRY_REVALIDATING;

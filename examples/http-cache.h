@@ -79,6 +79,7 @@ struct cache_entry {
 
 struct cache_stats {
 	uint64_t hits, misses, revalidations, changed, evictions;
+	uint64_t path_ops;		/* opens and stats asked for */
 };
 
 struct file_cache {

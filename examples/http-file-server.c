@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "http-server.h"
+#include "server.h"
 
 #define DEFAULT_PORT		8080
 #define DEFAULT_MAX_CONN	10000
@@ -172,7 +173,7 @@ static void on_accept(void *data, ssize_t res);
 static void arm_accepts(struct worker *w)
 {
 	while (!w->stopping && !w->accept_paused && w->accepts < ACCEPTS &&
-	       w->open_conns + w->accepts < w->opts->max_conn) {
+	       w->open_conns + w->accepts < w->max_conn) {
 		if (afio_accept(w->ctx, w->listen_fd, SOCK_NONBLOCK | SOCK_CLOEXEC,
 				on_accept, &w->accept_tag))
 			break;
@@ -259,6 +260,7 @@ static void arm_tick(struct worker *w)
 	if (afio_timeout(w->ctx, tick_ns(w), on_tick, &w->tick_tag))
 		return;
 	w->tick_pending = true;
+	w->st.ticks++;
 }
 
 static void on_tick(void *data, ssize_t res)
@@ -366,14 +368,33 @@ static int open_listener(const struct httpd_opts *o, unsigned port, bool reusepo
 	return fd;
 }
 
+/* What a worker waits on besides its connections: accepts, the wake. */
+#define OWN_WAITS	(ACCEPTS + 8)
+
 static void size_context(struct afio_config *cfg, const struct httpd_opts *o)
 {
 	/* A read and a send per connection, the accepts, a tick and a wake. */
-	cfg->entries = 2 * o->max_conn + ACCEPTS + 8;
+	cfg->entries = 2 * o->max_conn + OWN_WAITS;
 	/* ASYNC on the pool holds a worker in every waiting receive. */
 	if (cfg->mode == AFIO_MODE_ASYNC)
-		cfg->threads = o->max_conn + 8 < ASYNC_MAX_THREADS ? o->max_conn + 8 :
-			       ASYNC_MAX_THREADS;
+		cfg->threads = o->max_conn + OWN_WAITS < ASYNC_MAX_THREADS ?
+			       o->max_conn + OWN_WAITS : ASYNC_MAX_THREADS;
+}
+
+/*
+ * ASYNC on the thread pool (threads, and libaio for sockets) holds a pool
+ * worker in each receive an idle connection waits in: connections past
+ * the workers would wait for a worker, not for their client.  So take no
+ * more than there are; the rest wait in the listen backlog.
+ */
+static unsigned conn_limit(afio_ctx *ctx, const struct afio_config *cfg, unsigned max_conn)
+{
+	unsigned cap;
+
+	if (afio_mode(ctx) != AFIO_MODE_ASYNC || afio_backend(ctx) == AFIO_BACKEND_IO_URING)
+		return max_conn;
+	cap = cfg->threads > OWN_WAITS ? cfg->threads - OWN_WAITS : 1;
+	return cap < max_conn ? cap : max_conn;
 }
 
 static uint64_t sendfile_min(void)
@@ -407,6 +428,10 @@ static int worker_init(struct worker *w, const struct httpd_opts *o, int root_fd
 		w->ctx = NULL;
 		return ret;
 	}
+	w->max_conn = conn_limit(w->ctx, &cfg, o->max_conn);
+	if (w->max_conn < o->max_conn && !w->id)
+		fprintf(stderr, "afio-httpd: ASYNC on the thread pool holds a worker per "
+			"waiting socket: %u connections per worker at most\n", w->max_conn);
 	ret = cache_init(&w->cache, w->ctx, root_fd, o->direct, CACHE_MAX_IDLE, &w->now);
 	if (ret)
 		return ret;
@@ -429,7 +454,8 @@ static void print_stats(const struct worker *w)
 
 	afio_stats(w->ctx, &st);
 	fprintf(stderr, "afio-httpd: worker %u stats: backend=%s mode=%s requests=%llu "
-		"connections=%llu timeouts=%llu accept_errors=%llu submitted=%llu "
+		"connections=%llu timeouts=%llu accept_errors=%llu path_timer_ops=%llu "
+		"submitted=%llu "
 		"completed=%llu in_flight=%llu fallbacks=%llu canceled=%llu nowait=%llu "
 		"cache_hits=%llu cache_misses=%llu cache_revalidations=%llu "
 		"cache_changed=%llu cache_evictions=%llu\n",
@@ -437,6 +463,7 @@ static void print_stats(const struct worker *w)
 		afio_mode_name(afio_mode(w->ctx)),
 		(unsigned long long)w->st.requests, (unsigned long long)w->st.connections,
 		(unsigned long long)w->st.timeouts, (unsigned long long)w->st.accept_errors,
+		(unsigned long long)(cs->path_ops + w->st.ticks),
 		(unsigned long long)st.submitted, (unsigned long long)st.completed,
 		(unsigned long long)st.in_flight, (unsigned long long)st.fallbacks,
 		(unsigned long long)st.canceled, (unsigned long long)st.nowait,
@@ -482,23 +509,6 @@ static void usage(FILE *f)
 		DEFAULT_PORT, DEFAULT_MAX_CONN, DEFAULT_TIMEOUT);
 }
 
-static int parse_uint(const char *name, const char *arg, unsigned min, unsigned max,
-		      unsigned *out)
-{
-	unsigned long v;
-	char *end;
-
-	errno = 0;
-	v = strtoul(arg, &end, 10);
-	if (errno || end == arg || *end || v < min || v > max) {
-		fprintf(stderr, "afio-httpd: --%s: expected a number from %u to %u, got \"%s\"\n",
-			name, min, max, arg);
-		return -EINVAL;
-	}
-	*out = (unsigned)v;
-	return 0;
-}
-
 static int parse_option(struct httpd_opts *o, int opt, const char *arg)
 {
 	switch (opt) {
@@ -506,7 +516,7 @@ static int parse_option(struct httpd_opts *o, int opt, const char *arg)
 		o->addr = arg;
 		return 0;
 	case 'p':
-		return parse_uint("port", arg, 0, 65535, &o->port);
+		return parse_count("port", arg, 0, 65535, &o->port);
 	case 'r':
 		o->root = arg;
 		return 0;
@@ -525,11 +535,11 @@ static int parse_option(struct httpd_opts *o, int opt, const char *arg)
 		o->direct = true;
 		return 0;
 	case 'w':
-		return parse_uint("workers", arg, 1, 64, &o->workers);
+		return parse_count("workers", arg, 1, 64, &o->workers);
 	case 'c':
-		return parse_uint("max-conn", arg, 1, 1000000, &o->max_conn);
+		return parse_count("max-conn", arg, 1, 1000000, &o->max_conn);
 	case 't':
-		return parse_uint("timeout", arg, 1, 86400, &o->timeout_s);
+		return parse_count("timeout", arg, 1, 86400, &o->timeout_s);
 	default:
 		return -EINVAL;
 	}

@@ -118,7 +118,7 @@ struct httpd_opts {
 };
 
 struct worker_stats {
-	uint64_t requests, connections, timeouts, accept_errors;
+	uint64_t requests, connections, timeouts, accept_errors, ticks;
 };
 
 struct worker {
@@ -143,6 +143,7 @@ struct worker {
 	struct conn *free_conns;
 	unsigned conns_used;		/* conns[] ever handed out */
 	unsigned open_conns;
+	unsigned max_conn;		/* --max-conn, or what ASYNC on the pool allows */
 
 	struct timer_list timers[2];	/* [0]: --timeout, [1]: lingering close */
 	struct buf_pool pool;
