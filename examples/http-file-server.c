@@ -46,6 +46,7 @@
 #define POOL_BYTES		(64u << 20)	/* response buffers, per worker */
 #define LINGER_NS		2000000000ull	/* lingering close, at most */
 #define ASYNC_MAX_THREADS	1024
+#define SENDFILE_MIN		(64 * 1024)
 #define NS			1000000000ull
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
@@ -397,11 +398,14 @@ static unsigned conn_limit(afio_ctx *ctx, const struct afio_config *cfg, unsigne
 	return cap < max_conn ? cap : max_conn;
 }
 
+/* Bodies this long go by afio_sendfile(): at 1 MiB it beat reads and
+   sends clearly, at 100 KiB it was even, at 4 KiB the extra send of the
+   head lost (bench/README.md).  AFIO_HTTPD_SENDFILE_MIN changes it. */
 static uint64_t sendfile_min(void)
 {
 	const char *v = getenv("AFIO_HTTPD_SENDFILE_MIN");
 
-	return v ? strtoull(v, NULL, 0) : UINT64_MAX;
+	return v ? strtoull(v, NULL, 0) : SENDFILE_MIN;
 }
 
 static int worker_init(struct worker *w, const struct httpd_opts *o, int root_fd,
@@ -505,8 +509,9 @@ static void usage(FILE *f)
 		"                   connection or a send that makes no progress (default %u)\n"
 		"The first line of output is \"listening on ADDR:PORT\"; SIGINT or SIGTERM\n"
 		"stops the server after the responses under way, and each worker prints\n"
-		"its statistics (stats.fallbacks and the rest) to stderr.\n",
-		DEFAULT_PORT, DEFAULT_MAX_CONN, DEFAULT_TIMEOUT);
+		"its statistics (stats.fallbacks and the rest) to stderr.  Without --direct,\n"
+		"bodies of AFIO_HTTPD_SENDFILE_MIN bytes (default %u) or more go by sendfile.\n",
+		DEFAULT_PORT, DEFAULT_MAX_CONN, DEFAULT_TIMEOUT, SENDFILE_MIN);
 }
 
 static int parse_option(struct httpd_opts *o, int opt, const char *arg)
