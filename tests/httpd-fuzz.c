@@ -185,12 +185,16 @@ static unsigned rnd(void)
 	return (unsigned)((rng_state * 2685821657736338717ull) >> 32);
 }
 
+/* s may point into buf. */
 static size_t insert(char *buf, size_t len, size_t at, const char *s, size_t n)
 {
-	if (len + n > MAX_INPUT)
+	char piece[64];
+
+	if (len + n > MAX_INPUT || n > sizeof(piece))
 		return len;
+	memcpy(piece, s, n);
 	memmove(buf + at + n, buf + at, len - at);
-	memcpy(buf + at, s, n);
+	memcpy(buf + at, piece, n);
 	return len + n;
 }
 
