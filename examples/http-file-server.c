@@ -273,6 +273,9 @@ static void on_tick(void *data, ssize_t res)
 	worker_read_clock(w);
 	expire(w);
 	cache_expire(&w->cache);
+	/* The pool may have taken the descriptor the spare gave back. */
+	if (w->spare_fd < 0)
+		w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (w->accept_paused) {
 		w->accept_paused = false;
 		arm_accepts(w);

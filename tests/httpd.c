@@ -910,10 +910,10 @@ START_TEST(httpd_survives_fd_exhaustion)
 	start_with_limit(&s, _i, pool ? 120 : 48, extra);
 	for (int i = 0; i < N; i++)
 		fds[i] = connect_to(s.port);
-	/* Each is answered and kept, or closed at once for want of a
-	   descriptor (with ASYNC on the pool, some wait past --max-conn). */
+	/* Each is answered, or closed at once for want of a descriptor
+	   (with ASYNC on the pool, some wait past --max-conn). */
 	for (int i = 0; i < N && !pool; i++) {
-		static const char req[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+		static const char req[] = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
 		char byte;
 
 		send(fds[i], req, sizeof(req) - 1, MSG_NOSIGNAL);
