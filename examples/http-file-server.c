@@ -171,6 +171,19 @@ static void pool_destroy(struct buf_pool *p)
 
 static void on_accept(void *data, ssize_t res);
 
+/* The connection waiting longest between requests goes (its receive
+   ends with 0 and closes it), so that a descriptor comes free. */
+static void drain_idle(struct worker *w)
+{
+	for (struct conn *c = w->timers[0].head; c; c = c->tnext) {
+		if (c->state == C_HEAD && c->in_len == c->in_start && c->ops) {
+			timer_clear(c);
+			conn_timed_out(c);
+			return;
+		}
+	}
+}
+
 static void arm_accepts(struct worker *w)
 {
 	while (!w->stopping && !w->accept_paused && w->accepts < ACCEPTS &&
@@ -192,11 +205,18 @@ static void shed_connections(struct worker *w)
 {
 	int fd;
 
-	if (w->spare_fd >= 0)
+	if (w->spare_fd < 0)
+		w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (w->spare_fd < 0) {
+		/* The pool took the spare's number meanwhile: make room as
+		   nginx does, by closing the connection idle the longest. */
+		drain_idle(w);
+	} else {
 		close(w->spare_fd);
-	while ((fd = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
-		close(fd);
-	w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		while ((fd = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+			close(fd);
+		w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
 	w->accept_paused = true;
 }
 
