@@ -52,6 +52,7 @@ struct slot {
 	uint8_t where;
 	bool cancel;
 	int armfd;		/* the pool's dup of the socket, once it waited */
+	bool borrowed;		/* no fd was left for a dup: armfd is r->fd */
 	bool in_set;		/* armfd is in the epoll set, maybe spent */
 	struct worker *worker;
 	uint64_t deadline;	/* W_TIMER: CLOCK_MONOTONIC ns */
@@ -234,6 +235,20 @@ static int hold_socket(struct slot *s, const struct afio_req *r)
 	return s->armfd < 0 ? -errno : 0;
 }
 
+/*
+ * With no fd left for a dup, r waits in the epoll set on r->fd itself,
+ * unbound (asyncfio(7)): a worker blocked on it instead would be one fewer
+ * for everything else, and enough of them would stop the pool.
+ */
+static bool borrow_socket(struct slot *s, const struct afio_req *r, int err)
+{
+	if (err != -EMFILE && err != -ENFILE)
+		return false;
+	s->armfd = r->fd;
+	s->borrowed = true;
+	return true;
+}
+
 static int sock_fd(const struct slot *s, const struct afio_req *r)
 {
 	return s->armfd >= 0 ? s->armfd : r->fd;
@@ -245,8 +260,10 @@ static void release_socket_locked(struct pool *p, struct slot *s)
 {
 	if (s->in_set)
 		epoll_ctl(p->epfd, EPOLL_CTL_DEL, s->armfd, NULL);
-	close(s->armfd);
+	if (!s->borrowed)
+		close(s->armfd);
 	s->armfd = -1;
+	s->borrowed = false;
 	s->in_set = false;
 }
 
@@ -283,7 +300,11 @@ static int start_poller_locked(struct pool *p)
 	return 0;
 }
 
-/* Returns 0 when armed, else -errno (EPERM: the fd cannot be polled). */
+/*
+ * Returns 0 when armed, else -errno (EPERM: the fd cannot be polled;
+ * EMFILE or ENFILE: no fd for a dup, and r->fd itself is in the set for
+ * another request already).
+ */
 static int arm_locked(struct pool *p, struct afio_req *r)
 {
 	struct slot *s = slot_of(p, r);
@@ -297,12 +318,18 @@ static int arm_locked(struct pool *p, struct afio_req *r)
 	if (ret)
 		return ret;
 	ret = hold_socket(s, r);
-	if (ret)
+	if (ret && !borrow_socket(s, r, ret))
 		return ret;
 	/* A one-shot registration that fired stays in the set, disabled. */
 	op = s->in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-	if (epoll_ctl(p->epfd, op, s->armfd, &ev) < 0)
+	if (epoll_ctl(p->epfd, op, s->armfd, &ev) < 0) {
+		if (s->borrowed) {
+			s->armfd = -1;
+			s->borrowed = false;
+			return ret;
+		}
 		return -errno;
+	}
 	s->in_set = true;
 	s->where = W_ARMED;
 	s->worker = NULL;
@@ -422,7 +449,7 @@ static int add_timer_locked(struct pool *p, struct afio_req *r)
 
 	if (ret)
 		return ret;
-	s->deadline = now_ns() + r->off;
+	s->deadline = r->off;
 	s->where = W_TIMER;
 	s->heap_pos = p->ntimers;
 	p->timers[p->ntimers++] = r;
@@ -546,8 +573,7 @@ static int wait_ready(struct worker *w, struct afio_req *r, int fd)
 /*
  * Hold this worker until the socket is ready or the request is canceled:
  * ASYNC, and accept, connect or sendfile on a socket without O_NONBLOCK,
- * which only a thread that may block can do.  A blocking connect cannot be
- * woken; the kernel gives up on it in its own time.
+ * which only a thread that may wait can try (afio_req_sock_flagged()).
  */
 static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r, bool can_try)
 {
@@ -555,26 +581,17 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r, bool can_try
 	ssize_t n;
 	int ret;
 
-	if (!can_try && r->op == AFIO_OP_CONNECT) {
-		settle(w);
-		return afio_req_sock_blocking(r, r->fd);
-	}
-	if (can_try) {
-		n = afio_req_sock_nowait(r, sock_fd(s, r));
+	for (;;) {
+		n = can_try ? afio_req_sock_nowait(r, sock_fd(s, r)) :
+			      afio_req_sock_flagged(r, sock_fd(s, r));
 		if (n != -EAGAIN)
 			return n;
-	}
-	/* poll() would follow the number, not the file, after each wake-up. */
-	(void)hold_socket(s, r);
-	for (;;) {
+		/* poll() would follow the number, not the file, after each
+		   wake-up. */
+		(void)hold_socket(s, r);
 		ret = wait_ready(w, r, sock_fd(s, r));
 		if (ret)
 			return afio_partial(r->progress, ret);
-		if (!can_try)
-			return afio_req_sock_blocking(r, sock_fd(s, r));
-		n = afio_req_sock_nowait(r, sock_fd(s, r));
-		if (n != -EAGAIN)
-			return n;
 	}
 }
 
@@ -584,6 +601,7 @@ static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
 	struct slot *s = slot_of(p, r);
 	bool can_try = afio_sock_can_try(r, sock_fd(s, r));
 	ssize_t n;
+	int ret;
 
 	if (p->mode == AFIO_MODE_ASYNC || !can_try)
 		return sock_wait_xfer(w, r, can_try);
@@ -591,8 +609,13 @@ static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
 	if (n != -EAGAIN)
 		return n;
 	pthread_mutex_lock(&p->lock);
-	*armed = !s->cancel && !arm_locked(p, r);
+	ret = s->cancel ? -ECANCELED : arm_locked(p, r);
+	*armed = !ret;
 	pthread_mutex_unlock(&p->lock);
+	/* No fd at all to wait on without a worker: an error, not a worker
+	   held for as long as the peer is silent. */
+	if (ret == -EMFILE || ret == -ENFILE)
+		return afio_partial(r->progress, ret);
 	/* Not pollable or canceled: wait here after all. */
 	return *armed ? 0 : sock_wait_xfer(w, r, true);
 }
@@ -758,6 +781,7 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		s->req = r;
 		s->cancel = false;
 		s->armfd = -1;
+		s->borrowed = false;
 		s->in_set = false;
 		n++;
 		if (r->op == AFIO_OP_TIMEOUT) {

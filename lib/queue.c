@@ -260,7 +260,8 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 			break;
 		reap(ctx);
 		ran += run_callbacks(ctx);
-		if (ran >= min_complete || (!in_engines(ctx) && !ctx->queue.head))
+		if (ran >= min_complete || (!in_engines(ctx) && !ctx->queue.head) ||
+		    ctx->destroy_deferred)
 			break;
 		wait_ms = time_left(timeout_ms, deadline);
 		if (!wait_ms)
@@ -273,6 +274,10 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 	if (ret >= 0)
 		ret = flush(ctx);
 	ctx->in_poll = false;
+	if (ctx->destroy_deferred) {
+		afio_destroy(ctx);
+		return (int)ran;
+	}
 	if (ctx->done.head && ctx->evfd_exported)
 		signal_eventfd(ctx);
 	if (ran)
