@@ -41,7 +41,7 @@ struct target {
 };
 
 static const char *httpd_path;
-static struct target targets[(AFIO_BACKEND_MAX + 1) * 3];
+static struct target targets[(AFIO_BACKEND_THREADS + 1) * 3];
 static int ntargets;
 
 /* ---- running the server ---- */
