@@ -185,12 +185,11 @@ else
 fi
 dir=$(cd "$dir" && pwd)
 
-server_pids=()
+# The one server running, if any: stopped by pid (never by name, there may
+# be a system nginx).
+server_pid=""
 cleanup() {
-	local p
-	for p in "${server_pids[@]}"; do
-		kill -KILL "$p" 2>/dev/null || true
-	done
+	[ -z "$server_pid" ] || stop_server
 	if [ $keep -eq 0 ]; then
 		rm -rf "$dir"
 	fi
@@ -290,7 +289,6 @@ EOF
 	} >"$conf"
 }
 
-server_pid=""
 server_port=""
 server_note=""
 
@@ -306,7 +304,6 @@ start_nginx() {
 			-e "$dir/nginx/error.log" -g 'daemon off;' \
 			</dev/null >"$dir/nginx/stdout" 2>&1 9>&- &
 		server_pid=$!
-		server_pids+=("$server_pid")
 		for ((i = 0; i < 100; i++)); do
 			if ! kill -0 "$server_pid" 2>/dev/null; then
 				break
@@ -352,7 +349,6 @@ start_httpd() {
 	args+=("${httpd_extra[@]}")
 	taskset -c "$server_cpus" "$httpd" "${args[@]}" </dev/null >"$log.out" 2>"$log.err" 9>&- &
 	server_pid=$!
-	server_pids+=("$server_pid")
 	for ((i = 0; i < 200; i++)); do
 		line=$(head -n 1 "$log.out")
 		case $line in
@@ -368,18 +364,24 @@ start_httpd() {
 	return 1
 }
 
+# SIGTERM (nginx: fast shutdown; afio-httpd: finish and print its stats),
+# and SIGKILL for it and its children after 5 s.
 stop_server() {
-	local i
+	local i state
 	kill -TERM "$server_pid" 2>/dev/null || true
 	for ((i = 0; i < 200; i++)); do
-		kill -0 "$server_pid" 2>/dev/null || break
+		state=$(cut -d' ' -f3 "/proc/$server_pid/stat" 2>/dev/null || true)
 		# A zombie is gone for our purposes; wait reaps it below.
-		[ "$(cut -d' ' -f3 "/proc/$server_pid/stat" 2>/dev/null)" != Z ] || break
+		case $state in ''|Z) break ;; esac
 		sleep 0.025
 	done
-	kill -KILL "$server_pid" 2>/dev/null || true
+	if [ $i -eq 200 ]; then
+		# Still running, so its children are its own: they go first.
+		# shellcheck disable=SC2046
+		kill -KILL $(worker_pids "$server_pid") "$server_pid" 2>/dev/null || true
+	fi
 	wait "$server_pid" 2>/dev/null || true
-	server_pids=("${server_pids[@]/$server_pid}")
+	server_pid=""
 }
 
 # utime + stime of the processes, in clock ticks (every thread, io_uring's
