@@ -10,6 +10,10 @@
  * kernels without IORING_FEAT_EXT_ARG.  The context's eventfd is registered
  * with the ring, so it becomes readable whenever a CQE is posted.
  *
+ * The exception is sendfile, a chain of SQEs through a pipe the context
+ * owns (see "sendfile" below); its first splice is marked UD_SPLICE_IN.
+ * Which opcode each op needs, and how it is prepared, is uring_ops[].
+ *
  * Nothing is lost when a ring is full: a request that finds no free SQE
  * stays at the head of the core's queue until a reap made room, and the
  * kernel keeps completions that do not fit the CQ on its overflow list
@@ -19,6 +23,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -52,9 +57,12 @@
 #ifndef RWF_NOSIGNAL
 #define RWF_NOSIGNAL			0x00000100	/* Linux 6.18 */
 #endif
+#define OP_FTRUNCATE			55		/* Linux 6.9, after liburing 2.3 */
 
 #define UD_RESERVED	UINT64_MAX	/* low half never a slot index */
 #define UD_CANCEL	(1ull << 31)	/* in a cancel's user_data; slots are fewer */
+#define UD_SPLICE_IN	(1ull << 30)	/* sendfile's splice from the file */
+#define UD_INDEX	0x3fffffffu
 #define REAP_BATCH	64
 #define SQPOLL_WAIT_MS	10
 #define MAX_RING	32768u		/* the kernel's IORING_MAX_ENTRIES */
@@ -80,15 +88,15 @@ static const struct {
 };
 #define NSETUP_FLAGS (sizeof(setup_flags) / sizeof(setup_flags[0]))
 
-/* The opcode each request kind needs. */
-static const uint8_t op_code[AFIO_OP_COUNT] = {
-	[AFIO_OP_READ] = IORING_OP_READ,
-	[AFIO_OP_WRITE] = IORING_OP_WRITE,
-	[AFIO_OP_READV] = IORING_OP_READV,
-	[AFIO_OP_WRITEV] = IORING_OP_WRITEV,
-	[AFIO_OP_FSYNC] = IORING_OP_FSYNC,
-	[AFIO_OP_RECV] = IORING_OP_RECV,
-	[AFIO_OP_SEND] = IORING_OP_SEND,
+struct uring;
+typedef void prep_fn(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r);
+
+/* What an op needs from the kernel, since when, and how its SQE is made. */
+struct uring_op {
+	uint8_t opcode;
+	const char *name;
+	const char *since;
+	prep_fn *prep;
 };
 
 struct uring {
@@ -103,8 +111,14 @@ struct uring {
 	bool nodrop;
 	bool has_op[AFIO_OP_COUNT];
 	bool has_cancel;
+	bool has_poll;
 	int write_rwf;			/* RWF_NOSIGNAL where the kernel has it */
 	enum afio_mode mode;
+	struct __kernel_timespec *timespecs;	/* by slot index: a TIMEOUT's */
+	struct sendfile_state *sendfiles;	/* by slot index */
+	struct afio_reqq next_steps;	/* sendfiles whose next SQE waits for room */
+	int (*spare_pipes)[2];		/* emptied pipes, for the next sendfile */
+	unsigned nspare;
 };
 
 /* ---- setting up a ring ---- */
@@ -218,6 +232,8 @@ static void explain(int err, const struct afio_config *cfg, char *reason, size_t
 	}
 }
 
+static const struct uring_op uring_ops[AFIO_OP_COUNT];
+
 /* ---- what this kernel can do ---- */
 
 static void probe_ops(struct uring *u)
@@ -234,7 +250,7 @@ static void probe_ops(struct uring *u)
 		return;
 	}
 	for (int op = 0; op < AFIO_OP_COUNT; op++)
-		u->has_op[op] = io_uring_opcode_supported(p, op_code[op]);
+		u->has_op[op] = io_uring_opcode_supported(p, uring_ops[op].opcode);
 	u->has_cancel = io_uring_opcode_supported(p, IORING_OP_ASYNC_CANCEL);
 	io_uring_free_probe(p);
 }
@@ -290,7 +306,7 @@ static uint64_t ud_of(const struct afio_req *r)
 /* Whether the request ud names is still ours in the ring. */
 static bool in_ring(const struct uring *u, uint64_t ud)
 {
-	const struct afio_req *r = u->reqs[(uint32_t)ud];
+	const struct afio_req *r = u->reqs[(uint32_t)ud & UD_INDEX];
 
 	return r && r->gen == (uint32_t)(ud >> 32);
 }
@@ -302,60 +318,223 @@ static unsigned clamp_len(size_t len)
 	return len < MAX_RW ? (unsigned)len : MAX_RW;
 }
 
+/*
+ * The mode policy.  HYBRID: sockets go to io-wq, which since 5.16 tries
+ * without blocking and then arms poll, so no worker waits for a silent
+ * peer (before 5.16 the worker blocks in recv/send, as in ASYNC); ops that
+ * always end up in io-wq (fsync and the like) skip the failed try; regular
+ * files and paths go without a flag: a page-cache hit finishes in the
+ * submitter and a miss is read without blocking it; handing them to io-wq,
+ * always or past a number in flight, measured slower ("io_uring HYBRID
+ * policy", bench/README.md).  A timer has nothing for a worker to do.
+ */
 static unsigned sqe_flags(struct uring *u, const struct afio_req *r)
 {
+	if (r->op == AFIO_OP_TIMEOUT)
+		return 0;
 	switch (u->mode) {
 	case AFIO_MODE_ASYNC:
 		return IOSQE_ASYNC;
 	case AFIO_MODE_HYBRID:
-		/*
-		 * Sockets: since 5.16 an io-wq worker tries without blocking
-		 * and then arms poll, so no worker waits for a silent peer.
-		 * Before 5.16 the worker blocks in recv/send, as in ASYNC.
-		 * fsync always ends up in io-wq, so skip the failed try.
-		 * Regular files go without a flag: a page-cache hit finishes
-		 * in the submitter and a miss is read without blocking it;
-		 * handing them to io-wq, always or past a number in flight,
-		 * measured slower ("io_uring HYBRID policy", bench/README.md).
-		 */
-		if (afio_op_is_socket(r->op) || r->op == AFIO_OP_FSYNC)
+		if (afio_op_is_socket(r->op))
 			return IOSQE_ASYNC;
-		return 0;
+		switch (r->op) {
+		case AFIO_OP_FSYNC:
+		case AFIO_OP_SYNC_RANGE:
+		case AFIO_OP_FALLOCATE:
+		case AFIO_OP_FTRUNCATE:
+			return IOSQE_ASYNC;
+		default:
+			return 0;
+		}
 	default:
 		return 0;
 	}
 }
 
+/* ---- one SQE per op ---- */
+
+/* Without IOPOLL the kernel refuses RWF_HIPRI (EOPNOTSUPP), where
+   preadv2(2) takes it as a hint; it is dropped, as preadv2 would ignore it
+   on a device that is not polled. */
+static int rw_flags(const struct afio_req *r)
+{
+	return r->flags & ~RWF_HIPRI;
+}
+
+static void prep_read(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_read(sqe, r->fd, r->buf, clamp_len(r->len), r->off);
+}
+
+static void prep_write(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	io_uring_prep_write(sqe, r->fd, r->buf, clamp_len(r->len), r->off);
+	sqe->rw_flags = u->write_rwf;
+}
+
+static void prep_readv(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_readv(sqe, r->fd, r->iov, (unsigned)r->len, r->off);
+	sqe->rw_flags = rw_flags(r);
+}
+
+static void prep_writev(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	io_uring_prep_writev(sqe, r->fd, r->iov, (unsigned)r->len, r->off);
+	sqe->rw_flags = rw_flags(r) | u->write_rwf;
+}
+
+static void prep_fsync(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_fsync(sqe, r->fd, r->flags & AFIO_FSYNC_DATASYNC ?
+			    IORING_FSYNC_DATASYNC : 0);
+}
+
+static void prep_recv(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_recv(sqe, r->fd, r->buf, clamp_len(r->len), r->flags);
+}
+
+/* A closed peer is an error for the callback, not SIGPIPE. */
+static void prep_send(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_send(sqe, r->fd, r->buf, clamp_len(r->len), r->flags | MSG_NOSIGNAL);
+}
+
+static void prep_accept(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_accept(sqe, r->fd, NULL, NULL, r->flags);
+}
+
+static void prep_connect(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_connect(sqe, r->fd, r->addr, (socklen_t)r->len);
+}
+
+static void prep_sendmsg(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_sendmsg(sqe, r->fd, r->msg, (unsigned)r->flags | MSG_NOSIGNAL);
+}
+
+static void prep_recvmsg(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_recvmsg(sqe, r->fd, r->msg, (unsigned)r->flags);
+}
+
+/* The kernel reads the timespec when it takes the SQE, which with SQPOLL
+   is later: it lives in the slot. */
+static void prep_timeout(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	struct __kernel_timespec *ts = &u->timespecs[r->index];
+
+	ts->tv_sec = (long long)(r->off / 1000000000u);
+	ts->tv_nsec = (long long)(r->off % 1000000000u);
+	io_uring_prep_timeout(sqe, ts, 0, 0);
+}
+
+static void prep_openat(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_openat(sqe, r->fd, r->path, r->flags, (mode_t)r->mode);
+}
+
+static void prep_openat2(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_openat2(sqe, r->fd, r->path, (struct open_how *)r->how);
+}
+
+static void prep_close(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_close(sqe, r->fd);
+}
+
+static void prep_statx(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_statx(sqe, r->fd, r->path, r->flags, r->mode, r->stx);
+}
+
+static void prep_fallocate(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_fallocate(sqe, r->fd, (int)r->mode, r->off, r->len);
+}
+
+static void prep_ftruncate(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_rw(OP_FTRUNCATE, sqe, r->fd, NULL, 0, r->off);
+}
+
+static void prep_sync_range(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_sync_file_range(sqe, r->fd, (unsigned)r->len, r->off, r->flags);
+}
+
+static void prep_renameat(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_renameat(sqe, r->fd, r->path, r->fd2, r->path2, (unsigned)r->flags);
+}
+
+static void prep_unlinkat(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_unlinkat(sqe, r->fd, r->path, r->flags);
+}
+
+static void prep_mkdirat(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_mkdirat(sqe, r->fd, r->path, (mode_t)r->mode);
+}
+
+/* What each op needs from the kernel, and since when; an op whose opcode
+   the probe does not find goes to the thread pool.  sendfile is prepared
+   by sendfile_start(), as a chain. */
+static const struct uring_op uring_ops[AFIO_OP_COUNT] = {
+	[AFIO_OP_READ] = { IORING_OP_READ, "READ", "5.6", prep_read },
+	[AFIO_OP_WRITE] = { IORING_OP_WRITE, "WRITE", "5.6", prep_write },
+	[AFIO_OP_READV] = { IORING_OP_READV, "READV", "5.1", prep_readv },
+	[AFIO_OP_WRITEV] = { IORING_OP_WRITEV, "WRITEV", "5.1", prep_writev },
+	[AFIO_OP_FSYNC] = { IORING_OP_FSYNC, "FSYNC", "5.1", prep_fsync },
+	[AFIO_OP_RECV] = { IORING_OP_RECV, "RECV", "5.6", prep_recv },
+	[AFIO_OP_SEND] = { IORING_OP_SEND, "SEND", "5.6", prep_send },
+	[AFIO_OP_ACCEPT] = { IORING_OP_ACCEPT, "ACCEPT", "5.5", prep_accept },
+	[AFIO_OP_CONNECT] = { IORING_OP_CONNECT, "CONNECT", "5.5", prep_connect },
+	[AFIO_OP_SENDMSG] = { IORING_OP_SENDMSG, "SENDMSG", "5.3", prep_sendmsg },
+	[AFIO_OP_RECVMSG] = { IORING_OP_RECVMSG, "RECVMSG", "5.3", prep_recvmsg },
+	[AFIO_OP_SENDFILE] = { IORING_OP_SPLICE, "SPLICE", "5.7", NULL },
+	[AFIO_OP_TIMEOUT] = { IORING_OP_TIMEOUT, "TIMEOUT", "5.4", prep_timeout },
+	[AFIO_OP_OPENAT] = { IORING_OP_OPENAT, "OPENAT", "5.6", prep_openat },
+	[AFIO_OP_OPENAT2] = { IORING_OP_OPENAT2, "OPENAT2", "5.6", prep_openat2 },
+	[AFIO_OP_CLOSE] = { IORING_OP_CLOSE, "CLOSE", "5.6", prep_close },
+	[AFIO_OP_STATX] = { IORING_OP_STATX, "STATX", "5.6", prep_statx },
+	[AFIO_OP_FALLOCATE] = { IORING_OP_FALLOCATE, "FALLOCATE", "5.6", prep_fallocate },
+	[AFIO_OP_FTRUNCATE] = { OP_FTRUNCATE, "FTRUNCATE", "6.9", prep_ftruncate },
+	[AFIO_OP_SYNC_RANGE] = { IORING_OP_SYNC_FILE_RANGE, "SYNC_FILE_RANGE", "5.2",
+				 prep_sync_range },
+	[AFIO_OP_RENAMEAT] = { IORING_OP_RENAMEAT, "RENAMEAT", "5.11", prep_renameat },
+	[AFIO_OP_UNLINKAT] = { IORING_OP_UNLINKAT, "UNLINKAT", "5.11", prep_unlinkat },
+	[AFIO_OP_MKDIRAT] = { IORING_OP_MKDIRAT, "MKDIRAT", "5.15", prep_mkdirat },
+};
+
 static void prep(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
-	switch (r->op) {
-	case AFIO_OP_READ:
-		io_uring_prep_read(sqe, r->fd, r->buf, clamp_len(r->len), r->off);
-		break;
-	case AFIO_OP_WRITE:
-		io_uring_prep_write(sqe, r->fd, r->buf, clamp_len(r->len), r->off);
-		sqe->rw_flags = u->write_rwf;
-		break;
-	case AFIO_OP_READV:
-		io_uring_prep_readv(sqe, r->fd, r->iov, (unsigned)r->len, r->off);
-		break;
-	case AFIO_OP_WRITEV:
-		io_uring_prep_writev(sqe, r->fd, r->iov, (unsigned)r->len, r->off);
-		sqe->rw_flags = u->write_rwf;
-		break;
-	case AFIO_OP_FSYNC:
-		io_uring_prep_fsync(sqe, r->fd, r->flags & AFIO_FSYNC_DATASYNC ?
-				    IORING_FSYNC_DATASYNC : 0);
-		break;
-	case AFIO_OP_RECV:
-		io_uring_prep_recv(sqe, r->fd, r->buf, clamp_len(r->len), r->flags);
-		break;
-	case AFIO_OP_SEND:
-		/* A closed peer is an error for the callback, not SIGPIPE. */
-		io_uring_prep_send(sqe, r->fd, r->buf, clamp_len(r->len),
-				   r->flags | MSG_NOSIGNAL);
-		break;
-	}
+	uring_ops[r->op].prep(u, sqe, r);
 	io_uring_sqe_set_flags(sqe, sqe_flags(u, r));
 	io_uring_sqe_set_data64(sqe, ud_of(r));
 }
@@ -437,7 +616,7 @@ static void push_cancels(struct uring *u)
 			break;
 		io_uring_prep_cancel64(sqe, ud, 0);
 		io_uring_sqe_set_data64(sqe, ud | UD_CANCEL);
-		u->cancel_waits[(uint32_t)ud] = false;
+		u->cancel_waits[(uint32_t)ud & UD_INDEX] = false;
 	}
 	u->ncancels -= done;
 	memmove(u->cancels, u->cancels + done, u->ncancels * sizeof(*u->cancels));
@@ -447,6 +626,184 @@ static bool ring_has_room(const struct uring *u, const struct afio_engine *e)
 {
 	/* Without NODROP a CQE that does not fit is lost: stay within the CQ. */
 	return u->nodrop || e->handed < u->cq_entries;
+}
+
+/* ---- sendfile: file -> pipe -> socket, all in the kernel ---- */
+
+/*
+ * A sendfile is a splice from the file into a pipe of its own, linked to a
+ * splice from the pipe to the socket: the pages go by reference, never
+ * through user memory.  What the second splice leaves in the pipe (a full
+ * socket buffer, or a short first splice that broke the link) goes on with
+ * further splices, after a poll for room where the socket said EAGAIN, so
+ * a pipe goes back to the spares empty.  The request completes once none of
+ * its SQEs is in the ring; its result is what reached the socket.
+ */
+enum sf_step { SF_CHAIN, SF_OUT, SF_POLL };
+
+struct sendfile_state {
+	int pipe[2];
+	unsigned pipe_size;
+	unsigned in_pipe;	/* spliced in, not yet out */
+	int in_res;		/* the splice from the file */
+	int last_res;		/* the last splice out, or the poll */
+	uint8_t pending;	/* its SQEs in the ring */
+	uint8_t step;
+};
+
+#define SENDFILE_PIPE_SIZE	(1u << 20)
+
+static int get_pipe(struct uring *u, struct sendfile_state *sf)
+{
+	int size;
+
+	if (u->nspare) {
+		u->nspare--;
+		sf->pipe[0] = u->spare_pipes[u->nspare][0];
+		sf->pipe[1] = u->spare_pipes[u->nspare][1];
+	} else if (pipe2(sf->pipe, O_CLOEXEC | O_NONBLOCK)) {
+		return -errno;
+	} else {
+		/* A larger pipe moves a large file in fewer round trips; the
+		   default is what an unprivileged process may be limited to. */
+		(void)fcntl(sf->pipe[1], F_SETPIPE_SZ, SENDFILE_PIPE_SIZE);
+	}
+	size = fcntl(sf->pipe[1], F_GETPIPE_SZ);
+	sf->pipe_size = size > 0 ? (unsigned)size : 65536;
+	return 0;
+}
+
+/* An empty pipe is kept for the next sendfile; one with bytes left in it
+   (a request that stopped early) is closed. */
+static void put_pipe(struct uring *u, struct sendfile_state *sf)
+{
+	if (!sf->in_pipe && u->nspare < u->nslots) {
+		u->spare_pipes[u->nspare][0] = sf->pipe[0];
+		u->spare_pipes[u->nspare][1] = sf->pipe[1];
+		u->nspare++;
+	} else {
+		close(sf->pipe[0]);
+		close(sf->pipe[1]);
+	}
+	sf->pipe[0] = sf->pipe[1] = -1;
+}
+
+/* What a cancel of r must name: a chain is canceled at its head. */
+static uint64_t cancel_target(const struct uring *u, const struct afio_req *r)
+{
+	const struct sendfile_state *sf = &u->sendfiles[r->index];
+
+	if (r->op == AFIO_OP_SENDFILE && sf->step == SF_CHAIN && sf->pending == 2)
+		return ud_of(r) | UD_SPLICE_IN;
+	return ud_of(r);
+}
+
+/* false when the SQ has no room for the whole chain now. */
+static bool sendfile_start(struct uring *u, struct afio_req *r)
+{
+	struct sendfile_state *sf = &u->sendfiles[r->index];
+	struct io_uring_sqe *in, *out;
+	unsigned n;
+
+	if (io_uring_sq_space_left(&u->ring) < 2 && (push_sq(u) ||
+	    io_uring_sq_space_left(&u->ring) < 2))
+		return false;
+	n = (unsigned)(r->len < sf->pipe_size ? r->len : sf->pipe_size);
+	in = io_uring_get_sqe(&u->ring);
+	io_uring_prep_splice(in, r->fd2, (int64_t)r->off, sf->pipe[1], -1, n, 0);
+	io_uring_sqe_set_flags(in, IOSQE_IO_LINK);
+	io_uring_sqe_set_data64(in, ud_of(r) | UD_SPLICE_IN);
+	out = io_uring_get_sqe(&u->ring);
+	io_uring_prep_splice(out, sf->pipe[0], -1, r->fd, -1, n, 0);
+	io_uring_sqe_set_data64(out, ud_of(r));
+	sf->in_pipe = 0;
+	sf->in_res = 0;
+	sf->last_res = 0;
+	sf->pending = 2;
+	sf->step = SF_CHAIN;
+	return true;
+}
+
+/* The next splice out, or the poll before it; false when the SQ is full. */
+static bool sendfile_step(struct uring *u, struct afio_req *r)
+{
+	struct sendfile_state *sf = &u->sendfiles[r->index];
+	struct io_uring_sqe *sqe = get_sqe(u);
+
+	if (!sqe)
+		return false;
+	if (sf->step == SF_POLL)
+		io_uring_prep_poll_add(sqe, r->fd, POLLOUT);
+	else
+		io_uring_prep_splice(sqe, sf->pipe[0], -1, r->fd, -1, sf->in_pipe, 0);
+	io_uring_sqe_set_data64(sqe, ud_of(r));
+	sf->pending = 1;
+	return true;
+}
+
+static void push_next_steps(struct uring *u)
+{
+	struct afio_req *r;
+
+	while ((r = u->next_steps.head) && sendfile_step(u, r))
+		afio_reqq_pop(&u->next_steps);
+}
+
+static void sendfile_finish(struct uring *u, struct afio_req *r)
+{
+	struct sendfile_state *sf = &u->sendfiles[r->index];
+	ssize_t res;
+
+	if (r->progress)
+		res = (ssize_t)r->progress;
+	else if (r->cancel)
+		res = -ECANCELED;
+	else if (sf->in_res <= 0)
+		res = sf->in_res;
+	else
+		res = sf->last_res;
+	put_pipe(u, sf);
+	u->reqs[r->index] = NULL;
+	u->cancel_waits[r->index] = false;
+	afio_req_done(r, res);
+}
+
+/* Once none of r's SQEs is in the ring: what is left in the pipe goes on,
+   unless the request was canceled or the socket failed. */
+static void sendfile_next(struct uring *u, struct afio_req *r)
+{
+	struct sendfile_state *sf = &u->sendfiles[r->index];
+	int res = sf->last_res;
+
+	if (r->cancel || !sf->in_pipe ||
+	    (res < 0 && res != -EAGAIN && !(sf->step == SF_CHAIN && res == -ECANCELED))) {
+		sendfile_finish(u, r);
+		return;
+	}
+	sf->step = res == -EAGAIN ? SF_POLL : SF_OUT;
+	afio_reqq_push(&u->next_steps, r);
+}
+
+static void sendfile_cqe(struct uring *u, struct afio_req *r, uint64_t ud, int res)
+{
+	struct sendfile_state *sf = &u->sendfiles[r->index];
+
+	sf->pending--;
+	if (ud & UD_SPLICE_IN) {
+		sf->in_res = res;
+		if (res > 0)
+			sf->in_pipe += (unsigned)res;
+	} else if (sf->step == SF_POLL) {
+		sf->last_res = res < 0 ? res : 0;
+	} else {
+		sf->last_res = res;
+		if (res > 0) {
+			r->progress += (size_t)res;
+			sf->in_pipe -= (unsigned)res;
+		}
+	}
+	if (!sf->pending)
+		sendfile_next(u, r);
 }
 
 static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
@@ -462,14 +819,30 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 			n++;
 			continue;
 		}
-		if (!ring_has_room(u, e) || !(sqe = get_sqe(u)))
+		if (!ring_has_room(u, e))
 			break;
+		if (r->op == AFIO_OP_SENDFILE) {
+			if (get_pipe(u, &u->sendfiles[r->index])) {
+				/* No fd for a pipe: the pool needs none. */
+				afio_route_to_pool(e, afio_reqq_pop(q));
+				n++;
+				continue;
+			}
+			if (!sendfile_start(u, r)) {
+				put_pipe(u, &u->sendfiles[r->index]);
+				break;
+			}
+		} else if ((sqe = get_sqe(u))) {
+			prep(u, sqe, r);
+		} else {
+			break;
+		}
 		afio_reqq_pop(q);
-		prep(u, sqe, r);
 		afio_engine_take(e, r);
 		u->reqs[r->index] = r;
 		n++;
 	}
+	push_next_steps(u);
 	push_cancels(u);
 	ret = push_sq(u);
 	/* What is prepared stays in the SQ: a later reap submits it. */
@@ -486,7 +859,7 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 {
 	struct uring *u = e->priv;
 	uint64_t ud = io_uring_cqe_get_data64(cqe);
-	uint32_t index = (uint32_t)ud;
+	uint32_t index = (uint32_t)ud & UD_INDEX;
 	struct afio_req *r;
 	ssize_t res = cqe->res;
 
@@ -501,6 +874,10 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 	r = u->reqs[index];
 	if (!r || r->gen != (uint32_t)(ud >> 32))
 		return;
+	if (r->op == AFIO_OP_SENDFILE) {
+		sendfile_cqe(u, r, ud, cqe->res);
+		return;
+	}
 	u->reqs[index] = NULL;
 	u->cancel_waits[index] = false;
 	/* A canceled socket request that io-wq had started ends with -EINTR. */
@@ -545,6 +922,7 @@ static void uring_reap(struct afio_engine *e)
 			break;
 	}
 	/* Room in the CQ again: what an -EBUSY left in the SQ can go now. */
+	push_next_steps(u);
 	push_cancels(u);
 	push_sq(u);
 }
@@ -560,7 +938,7 @@ static void recancel(struct uring *u)
 		return;
 	for (unsigned i = 0; i < u->nslots; i++)
 		if (u->reqs[i] && u->reqs[i]->cancel)
-			queue_cancel(u, ud_of(u->reqs[i]));
+			queue_cancel(u, cancel_target(u, u->reqs[i]));
 }
 
 static int uring_wait(struct afio_engine *e, int timeout_ms)
@@ -583,6 +961,7 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 		ts.tv_nsec = (long long)(timeout_ms % 1000) * 1000000;
 		tsp = &ts;
 	}
+	push_next_steps(u);
 	push_cancels(u);
 	ret = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, tsp, NULL);
 	if (ret == -EBUSY) {
@@ -612,7 +991,7 @@ static void drop_stale_cancels(struct uring *u)
    cancel_answered() may both ask for one request. */
 static void queue_cancel(struct uring *u, uint64_t ud)
 {
-	uint32_t index = (uint32_t)ud;
+	uint32_t index = (uint32_t)ud & UD_INDEX;
 
 	if (u->cancel_waits[index])
 		return;
@@ -647,8 +1026,10 @@ static void cancel_answered(struct uring *u, uint64_t ud, int res)
 {
 	if ((res != -EALREADY && res != -ENOENT) || !in_ring(u, ud))
 		return;
-	if (may_wait_by_poll(u->reqs[(uint32_t)ud]))
-		queue_cancel(u, ud);
+	struct afio_req *r = u->reqs[(uint32_t)ud & UD_INDEX];
+
+	if (may_wait_by_poll(r))
+		queue_cancel(u, cancel_target(u, r));
 }
 
 /*
@@ -660,9 +1041,15 @@ static void uring_cancel(struct afio_engine *e, struct afio_req *r)
 {
 	struct uring *u = e->priv;
 
+	/* Between two steps nothing of it is in the ring: it stops here. */
+	if (r->op == AFIO_OP_SENDFILE && !u->sendfiles[r->index].pending) {
+		afio_reqq_remove(&u->next_steps, r);
+		sendfile_finish(u, r);
+		return;
+	}
 	if (!u->has_cancel)
 		return;
-	queue_cancel(u, ud_of(r));
+	queue_cancel(u, cancel_target(u, r));
 	push_cancels(u);
 	push_sq(u);
 }
@@ -671,6 +1058,13 @@ static void uring_cancel(struct afio_engine *e, struct afio_req *r)
 
 static void free_uring(struct uring *u)
 {
+	for (unsigned i = 0; i < u->nspare; i++) {
+		close(u->spare_pipes[i][0]);
+		close(u->spare_pipes[i][1]);
+	}
+	free(u->spare_pipes);
+	free(u->sendfiles);
+	free(u->timespecs);
 	free(u->reqs);
 	free(u->cancels);
 	free(u->cancel_waits);
@@ -704,7 +1098,12 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 	u->reqs = calloc(u->nslots, sizeof(*u->reqs));
 	u->cancels = calloc(u->nslots, sizeof(*u->cancels));
 	u->cancel_waits = calloc(u->nslots, sizeof(*u->cancel_waits));
-	if (!u->reqs || !u->cancels || !u->cancel_waits) {
+	u->timespecs = calloc(u->nslots, sizeof(*u->timespecs));
+	u->sendfiles = calloc(u->nslots, sizeof(*u->sendfiles));
+	u->spare_pipes = calloc(u->nslots, sizeof(*u->spare_pipes));
+	afio_reqq_init(&u->next_steps);
+	if (!u->reqs || !u->cancels || !u->cancel_waits || !u->timespecs || !u->sendfiles ||
+	    !u->spare_pipes) {
 		free_uring(u);
 		return -ENOMEM;
 	}
@@ -768,22 +1167,36 @@ static void flag_names(unsigned flags, char *buf, size_t len)
 
 static int uring_describe(const struct afio_engine *e, char *buf, size_t len)
 {
-	static const char *const op_names[AFIO_OP_COUNT] = {
-		"read", "write", "readv", "writev", "fsync", "recv", "send",
-	};
 	const struct uring *u = e->priv;
-	char flags[128], pooled[64] = "";
+	char flags[128], pooled[256] = "";
 	size_t n = 0;
 
 	flag_names(u->flags, flags, sizeof(flags));
 	for (int op = 0; op < AFIO_OP_COUNT && n < sizeof(pooled); op++)
 		if (!u->has_op[op])
 			n += (size_t)snprintf(pooled + n, sizeof(pooled) - n, "%s%s",
-					      n ? "," : ", thread pool for ", op_names[op]);
+					      n ? "," : ", thread pool for ",
+					      afio_op_descs[op].name);
 	return snprintf(buf, len, "io_uring: sq=%u cq=%u flags=%s, mode %s%s%s",
 			u->ring.sq.ring_entries, u->cq_entries, flags,
 			afio_mode_name(u->mode), pooled,
 			u->has_cancel ? "" : ", no in-kernel cancel");
+}
+
+static int uring_op_native(const struct afio_engine *e, enum afio_op op, char *how,
+			   size_t len)
+{
+	const struct uring *u = e->priv;
+	const struct uring_op *uo = &uring_ops[op];
+
+	if (!u->has_op[op]) {
+		afio_reason(how, len, "the thread pool: IORING_OP_%s is not in this kernel "
+			    "(Linux %s+)", uo->name, uo->since);
+		return 0;
+	}
+	afio_reason(how, len, "IORING_OP_%s%s", uo->name,
+		    op == AFIO_OP_SENDFILE ? " file->pipe->socket" : "");
+	return 1;
 }
 
 const struct afio_backend_ops afio_backend_io_uring = {
@@ -798,4 +1211,5 @@ const struct afio_backend_ops afio_backend_io_uring = {
 	.wait = uring_wait,
 	.cancel = uring_cancel,
 	.describe = uring_describe,
+	.op_native = uring_op_native,
 };

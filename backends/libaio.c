@@ -12,14 +12,11 @@
  * Writes that extend the file go to the pool as well: ext4 completes them
  * inside io_submit().
  *
- * Alignment: statx(STATX_DIOALIGN) (Linux 6.1+), the kernel's own answer
- * per file, where the file system gives it; else the logical block size of
- * the device (BLKSSZGET for a block device, sysfs for a file on one), the
- * rule of older kernels.  Each file request costs an fcntl(F_GETFL) and a
- * statx: the O_DIRECT flag belongs to the open file description (F_SETFL
- * can change it, and a closed fd number comes back as another file), so no
- * cache keyed by fd could be trusted without a syscall of about the same
- * cost.  Only the sysfs lookup, several syscalls, is cached, per device.
+ * Alignment is what afio_dio_facts() says (lib/dio.c).  Each file request
+ * costs an fcntl(F_GETFL) and a statx: the O_DIRECT flag belongs to the
+ * open file description (F_SETFL can change it, and a closed fd number
+ * comes back as another file), so no cache keyed by fd could be trusted
+ * without a syscall of about the same cost.
  *
  * Sockets: after IOCB_CMD_POLL reports readiness, the transfer runs with
  * MSG_DONTWAIT on the owner thread, in reap; if it would still block, or
@@ -32,71 +29,17 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <libaio.h>
-#include <linux/fs.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
-
-#ifndef STATX_TYPE
-#define STATX_TYPE		0x00000001U
-#endif
-#ifndef STATX_SIZE
-#define STATX_SIZE		0x00000200U
-#endif
-#ifndef STATX_DIOALIGN
-#define STATX_DIOALIGN		0x00002000U
-#endif
-#ifndef AT_EMPTY_PATH
-#define AT_EMPTY_PATH		0x1000
-#endif
-
-/* The kernel's struct statx (include/uapi/linux/stat.h), spelled out so
-   that the direct I/O fields exist whatever the C library's headers say. */
-struct kstatx_ts {
-	int64_t sec;
-	uint32_t nsec;
-	int32_t reserved;
-};
-
-struct kstatx {
-	uint32_t mask;
-	uint32_t blksize;
-	uint64_t attributes;
-	uint32_t nlink;
-	uint32_t uid;
-	uint32_t gid;
-	uint16_t mode;
-	uint16_t spare0;
-	uint64_t ino;
-	uint64_t size;
-	uint64_t blocks;
-	uint64_t attributes_mask;
-	struct kstatx_ts atime, btime, ctime, mtime;
-	uint32_t rdev_major;
-	uint32_t rdev_minor;
-	uint32_t dev_major;
-	uint32_t dev_minor;
-	uint64_t mnt_id;
-	uint32_t dio_mem_align;
-	uint32_t dio_offset_align;
-	uint64_t spare[12];
-};
-
-_Static_assert(sizeof(struct kstatx) == 256, "struct statx is 256 bytes");
-_Static_assert(offsetof(struct kstatx, dio_mem_align) == 0x98, "statx layout");
 
 enum kind {
 	K_NONE,
@@ -120,13 +63,6 @@ struct slot {
 	int sockfd;		/* dup of a waiting socket request's fd, or -1 */
 };
 
-#define DEV_CACHE 8
-
-struct dev_lbs {
-	dev_t dev;
-	unsigned lbs;
-};
-
 struct laio {
 	io_context_t io;
 	unsigned nr_events;
@@ -138,17 +74,9 @@ struct laio {
 	struct afio_req **batch_req;
 	struct io_event *events;
 	struct afio_reqq pending;	/* taken requests whose poll waits for room */
-	struct dev_lbs devs[DEV_CACHE];
-	unsigned dev_next;
+	struct afio_lbs_cache lbs;
 	bool used_statx;
 	bool used_lbs;
-};
-
-/* What decides where an O_DIRECT file request goes. */
-struct dio_facts {
-	unsigned mem;		/* buffer alignment */
-	unsigned off;		/* offset and length alignment */
-	uint64_t size;		/* file size when asked */
 };
 
 static struct slot *slot_of(struct laio *a, const struct afio_req *r)
@@ -158,126 +86,15 @@ static struct slot *slot_of(struct laio *a, const struct afio_req *r)
 
 /* ---- alignment ---- */
 
-static int read_lbs_file(const char *path, unsigned *lbs)
+static int dio_facts(struct laio *a, int fd, struct afio_dio_facts *al)
 {
-	char buf[32];
-	char *end;
-	unsigned long v;
-	int ret;
+	int ret = afio_dio_facts(fd, &a->lbs, al);
 
-	ret = afio_read_sysctl(path, buf, sizeof(buf));
-	if (ret)
-		return ret;
-	v = strtoul(buf, &end, 10);
-	if (end == buf || !v || v > (1ul << 20) || (v & (v - 1)))
-		return -EINVAL;
-	*lbs = (unsigned)v;
-	return 0;
-}
-
-/* A partition's sysfs directory has no queue/; its disk's has. */
-static int sysfs_lbs(dev_t dev, unsigned *lbs)
-{
-	char path[96];
-
-	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/queue/logical_block_size",
-		 major(dev), minor(dev));
-	if (!read_lbs_file(path, lbs))
-		return 0;
-	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/../queue/logical_block_size",
-		 major(dev), minor(dev));
-	return read_lbs_file(path, lbs);
-}
-
-static int dev_lbs(struct laio *a, dev_t dev, unsigned *lbs)
-{
-	int ret;
-
-	for (unsigned i = 0; i < DEV_CACHE; i++) {
-		if (a->devs[i].lbs && a->devs[i].dev == dev) {
-			*lbs = a->devs[i].lbs;
-			return 0;
-		}
-	}
-	ret = sysfs_lbs(dev, lbs);
-	if (ret)
-		return ret;
-	a->devs[a->dev_next].dev = dev;
-	a->devs[a->dev_next].lbs = *lbs;
-	a->dev_next = (a->dev_next + 1) % DEV_CACHE;
-	return 0;
-}
-
-/* Before STATX_DIOALIGN the rule was the device's logical block size, for
-   the buffer as for the offset and length. */
-static int lbs_align(struct laio *a, int fd, const struct kstatx *st, struct dio_facts *al)
-{
-	unsigned lbs;
-	int ret;
-
-	if (S_ISBLK(st->mode)) {
-		int v;
-
-		if (ioctl(fd, BLKSSZGET, &v) < 0)
-			return -errno;
-		lbs = (unsigned)v;
-	} else if (S_ISREG(st->mode)) {
-		ret = dev_lbs(a, makedev(st->dev_major, st->dev_minor), &lbs);
-		if (ret)
-			return ret;
-	} else {
-		return -EOPNOTSUPP;
-	}
-	a->used_lbs = true;
-	al->mem = lbs;
-	al->off = lbs;
-	return 0;
-}
-
-/* Where statx itself is missing or filtered out. */
-static int fstat_fill(int fd, struct kstatx *kst)
-{
-	struct stat st;
-
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	kst->mode = (uint16_t)st.st_mode;
-	kst->size = (uint64_t)st.st_size;
-	kst->dev_major = major(st.st_dev);
-	kst->dev_minor = minor(st.st_dev);
-	return 0;
-}
-
-/*
- * The alignment an O_DIRECT request on fd must meet to run in the kernel,
- * and the file's size.  -EOPNOTSUPP when direct I/O is not known to be asynchronous there (the
- * file system reports no direct I/O for the file, or nothing says what the
- * alignment is); -errno when fd itself is bad.
- */
-static int dio_facts(struct laio *a, int fd, struct dio_facts *al)
-{
-	unsigned want = STATX_TYPE | STATX_SIZE | STATX_DIOALIGN;
-	struct kstatx st;
-
-	memset(&st, 0, sizeof(st));
-	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, want, &st) < 0) {
-		if (errno == EBADF)
-			return -EBADF;
-		if (fstat_fill(fd, &st))
-			return -EOPNOTSUPP;
-	}
-	/* A block device has no size here, and nothing to extend. */
-	al->size = S_ISREG(st.mode) ? st.size : UINT64_MAX;
-	if (st.mask & STATX_DIOALIGN) {
-		/* 0: the file system does direct I/O on this file by buffering. */
-		if (!st.dio_mem_align || !st.dio_offset_align)
-			return -EOPNOTSUPP;
+	if (!ret && al->from_statx)
 		a->used_statx = true;
-		al->mem = st.dio_mem_align;
-		al->off = st.dio_offset_align;
-		return 0;
-	}
-	return lbs_align(a, fd, &st, al) ? -EOPNOTSUPP : 0;
+	else if (!ret)
+		a->used_lbs = true;
+	return ret;
 }
 
 static bool aligned(uint64_t v, unsigned to)
@@ -286,7 +103,7 @@ static bool aligned(uint64_t v, unsigned to)
 }
 
 /* Buffer address and length of each segment, and the offset. */
-static bool req_aligned(const struct afio_req *r, const struct dio_facts *al)
+static bool req_aligned(const struct afio_req *r, const struct afio_dio_facts *al)
 {
 	if (!aligned(r->off, al->off))
 		return false;
@@ -305,7 +122,7 @@ static bool req_aligned(const struct afio_req *r, const struct dio_facts *al)
  * goes to the pool, like a misaligned one.  Preallocated files
  * (fallocate, ftruncate) are written asynchronously.
  */
-static bool extends(const struct afio_req *r, const struct dio_facts *al)
+static bool extends(const struct afio_req *r, const struct afio_dio_facts *al)
 {
 	if (r->op != AFIO_OP_WRITE && r->op != AFIO_OP_WRITEV)
 		return false;
@@ -324,10 +141,12 @@ static void prep_rw(struct slot *s, const struct afio_req *r)
 		io_prep_pwrite(&s->iocb, r->fd, r->buf, r->len, (long long)r->off);
 		break;
 	case AFIO_OP_READV:
-		io_prep_preadv(&s->iocb, r->fd, r->iov, (int)r->len, (long long)r->off);
+		io_prep_preadv2(&s->iocb, r->fd, r->iov, (int)r->len, (long long)r->off,
+				r->flags);
 		break;
 	default:
-		io_prep_pwritev(&s->iocb, r->fd, r->iov, (int)r->len, (long long)r->off);
+		io_prep_pwritev2(&s->iocb, r->fd, r->iov, (int)r->len, (long long)r->off,
+				 r->flags);
 		break;
 	}
 	s->kind = K_RW;
@@ -366,7 +185,7 @@ static void release_socket(struct slot *s)
 
 static void prep_poll(struct slot *s, const struct afio_req *r)
 {
-	io_prep_poll(&s->iocb, sock_fd(s, r), r->op == AFIO_OP_RECV ? POLLIN : POLLOUT);
+	io_prep_poll(&s->iocb, sock_fd(s, r), afio_op_descs[r->op].events);
 	s->kind = K_POLL;
 }
 
@@ -381,7 +200,7 @@ enum route {
 static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 			     ssize_t *res)
 {
-	struct dio_facts al;
+	struct afio_dio_facts al;
 	int fl, ret;
 
 	fl = fcntl(r->fd, F_GETFL);
@@ -402,11 +221,12 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 	return R_KERNEL;
 }
 
-/* ASYNC blocks a worker on the socket; INLINE tries once here first. */
+/* ASYNC blocks a worker on the socket, and so does what cannot be tried
+   without blocking; INLINE tries once here first. */
 static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *s,
 			       ssize_t *res)
 {
-	if (a->mode == AFIO_MODE_ASYNC) {
+	if (a->mode == AFIO_MODE_ASYNC || !afio_sock_can_try(r, r->fd)) {
 		/* A closed fd fails here, as in the other modes, not in the
 		   pool, whose own fds may take its number when it starts. */
 		if (fcntl(r->fd, F_GETFD) < 0) {
@@ -431,15 +251,16 @@ static enum route route(struct laio *a, struct afio_req *r, ssize_t *res)
 {
 	struct slot *s = slot_of(a, r);
 
-	switch (r->op) {
-	case AFIO_OP_FSYNC:
+	switch (afio_op_kind(r->op)) {
+	case AFIO_KIND_SOCKET:
+		return route_socket(a, r, s, res);
+	case AFIO_KIND_FILE_RW:
+		return route_file(a, r, s, res);
+	default:
+		if (r->op != AFIO_OP_FSYNC)
+			return R_POOL;
 		prep_sync(s, r);
 		return R_KERNEL;
-	case AFIO_OP_RECV:
-	case AFIO_OP_SEND:
-		return route_socket(a, r, s, res);
-	default:
-		return route_file(a, r, s, res);
 	}
 }
 
@@ -804,6 +625,34 @@ static int libaio_describe(const struct afio_engine *e, char *buf, size_t len)
 			a->nr_events, how, afio_mode_name(a->mode));
 }
 
+static int libaio_op_native(const struct afio_engine *e, enum afio_op op, char *how,
+			    size_t len)
+{
+	const struct laio *a = e->priv;
+
+	switch (afio_op_kind(op)) {
+	case AFIO_KIND_FILE_RW:
+		afio_reason(how, len, "io_submit for aligned O_DIRECT, else the thread pool");
+		return 1;
+	case AFIO_KIND_SOCKET:
+		if (a->mode == AFIO_MODE_ASYNC) {
+			afio_reason(how, len, "the thread pool (ASYNC)");
+			return 0;
+		}
+		afio_reason(how, len, "IOCB_CMD_POLL, then without blocking%s",
+			    op == AFIO_OP_ACCEPT || op == AFIO_OP_CONNECT ||
+			    op == AFIO_OP_SENDFILE ? " (O_NONBLOCK sockets; else the pool)" : "");
+		return 1;
+	default:
+		if (op == AFIO_OP_FSYNC) {
+			afio_reason(how, len, "IOCB_CMD_FSYNC / IOCB_CMD_FDSYNC");
+			return 1;
+		}
+		afio_reason(how, len, "the thread pool: Linux AIO has no such command");
+		return 0;
+	}
+}
+
 const struct afio_backend_ops afio_backend_libaio = {
 	.id = AFIO_BACKEND_LIBAIO,
 	.name = "libaio",
@@ -815,4 +664,5 @@ const struct afio_backend_ops afio_backend_libaio = {
 	.reap = libaio_reap,
 	.cancel = libaio_cancel,
 	.describe = libaio_describe,
+	.op_native = libaio_op_native,
 };

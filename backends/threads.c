@@ -8,6 +8,9 @@
  * is held while a peer is silent.  Finished requests go on a locked list; one
  * atomic flag merges the eventfd writes, so a burst costs one write.
  *
+ * Timers wait in a deadline heap that the poller also watches, in every
+ * mode: no worker is held by a timer.
+ *
  * A socket request that has to wait is bound to its socket from then on:
  * the pool dups the fd and waits and transfers on the dup until the request
  * finishes, so the application closing the fd, and the number going to
@@ -40,6 +43,7 @@ enum where {
 	W_QUEUED,	/* waiting for a worker */
 	W_RUNNING,	/* a worker or the poller is doing it */
 	W_ARMED,	/* socket waiting for readiness in the epoll set */
+	W_TIMER,	/* in the deadline heap */
 };
 
 struct slot {
@@ -49,6 +53,8 @@ struct slot {
 	int armfd;		/* the pool's dup of the socket, once it waited */
 	bool in_set;		/* armfd is in the epoll set, maybe spent */
 	struct worker *worker;
+	uint64_t deadline;	/* W_TIMER: CLOCK_MONOTONIC ns */
+	unsigned heap_pos;	/* W_TIMER: where in pool->timers */
 };
 
 struct worker {
@@ -67,6 +73,7 @@ struct pool {
 	atomic_bool signaled;
 	atomic_bool no_nowait_writes;	/* RWF_NOWAIT writes refused here */
 	bool stop;
+	atomic_bool poller_stop;
 	enum afio_mode mode;
 	int evfd;		/* the context's */
 	int epfd;
@@ -77,6 +84,8 @@ struct pool {
 	unsigned idle;		/* workers asleep on cond */
 	struct worker *workers;
 	struct slot *slots;
+	struct afio_req **timers;	/* min-heap by deadline */
+	unsigned ntimers;
 };
 
 #define POLLER_WAKE_KEY UINT64_MAX
@@ -142,9 +151,9 @@ static ssize_t file_rw(const struct afio_req *r, size_t *progress, int rwf)
 	while (*progress < want || !want) {
 		cnt = iov_advance(r, *progress, iov, IOV_MAX);
 		if (is_read(r))
-			n = preadv2(r->fd, iov, cnt, (off_t)(r->off + *progress), rwf);
+			n = preadv2(r->fd, iov, cnt, (off_t)(r->off + *progress), rwf | r->flags);
 		else
-			n = pwritev2(r->fd, iov, cnt, (off_t)(r->off + *progress), rwf);
+			n = pwritev2(r->fd, iov, cnt, (off_t)(r->off + *progress), rwf | r->flags);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -174,19 +183,6 @@ static ssize_t file_try_nowait(struct pool *p, const struct afio_req *r, size_t 
 	if (n == -EOPNOTSUPP && !is_read(r))
 		atomic_store_explicit(&p->no_nowait_writes, true, memory_order_relaxed);
 	return n;
-}
-
-static ssize_t do_fsync(const struct afio_req *r)
-{
-	int ret;
-
-	do {
-		if (r->flags & AFIO_FSYNC_DATASYNC)
-			ret = fdatasync(r->fd);
-		else
-			ret = fsync(r->fd);
-	} while (ret < 0 && errno == EINTR);
-	return ret < 0 ? -errno : 0;
 }
 
 /* ---- handing results back ---- */
@@ -291,7 +287,7 @@ static int arm_locked(struct pool *p, struct afio_req *r)
 {
 	struct slot *s = slot_of(p, r);
 	struct epoll_event ev = {
-		.events = (r->op == AFIO_OP_RECV ? EPOLLIN : EPOLLOUT) | EPOLLONESHOT,
+		.events = (uint32_t)afio_op_descs[r->op].events | EPOLLONESHOT,
 		.data.u64 = arm_key(r),
 	};
 	int ret, op;
@@ -352,18 +348,125 @@ static void on_ready(struct pool *p, uint64_t key)
 	signal_owner(p);
 }
 
+/* ---- timers: a min-heap of deadlines, expired by the poller ---- */
+
+static bool timer_before(const struct pool *p, unsigned i, unsigned j)
+{
+	return slot_of((struct pool *)p, p->timers[i])->deadline <
+	       slot_of((struct pool *)p, p->timers[j])->deadline;
+}
+
+static void timer_swap(struct pool *p, unsigned i, unsigned j)
+{
+	struct afio_req *t = p->timers[i];
+
+	p->timers[i] = p->timers[j];
+	p->timers[j] = t;
+	slot_of(p, p->timers[i])->heap_pos = i;
+	slot_of(p, p->timers[j])->heap_pos = j;
+}
+
+static void timer_sift(struct pool *p, unsigned i)
+{
+	while (i && timer_before(p, i, (i - 1) / 2)) {
+		timer_swap(p, i, (i - 1) / 2);
+		i = (i - 1) / 2;
+	}
+	for (;;) {
+		unsigned l = 2 * i + 1, m = i;
+
+		if (l < p->ntimers && timer_before(p, l, m))
+			m = l;
+		if (l + 1 < p->ntimers && timer_before(p, l + 1, m))
+			m = l + 1;
+		if (m == i)
+			return;
+		timer_swap(p, i, m);
+		i = m;
+	}
+}
+
+static void timer_remove_locked(struct pool *p, struct afio_req *r)
+{
+	unsigned i = slot_of(p, r)->heap_pos;
+
+	p->ntimers--;
+	if (i == p->ntimers)
+		return;
+	p->timers[i] = p->timers[p->ntimers];
+	slot_of(p, p->timers[i])->heap_pos = i;
+	timer_sift(p, i);
+}
+
+static void wake_poller(struct pool *p)
+{
+	uint64_t one = 1;
+
+	(void)!write(p->poller_wake, &one, sizeof(one));
+}
+
+static int add_timer_locked(struct pool *p, struct afio_req *r)
+{
+	struct slot *s = slot_of(p, r);
+	int ret = start_poller_locked(p);
+
+	if (ret)
+		return ret;
+	s->deadline = now_ns() + r->off;
+	s->where = W_TIMER;
+	s->heap_pos = p->ntimers;
+	p->timers[p->ntimers++] = r;
+	timer_sift(p, s->heap_pos);
+	/* A new earliest deadline: the poller sleeps until the old one. */
+	if (!s->heap_pos)
+		wake_poller(p);
+	return 0;
+}
+
+/* Finishes the due timers; the time until the next one, or NULL. */
+static struct timespec *expire_timers(struct pool *p, struct timespec *left)
+{
+	uint64_t now = now_ns(), next;
+	bool fired = false;
+
+	pthread_mutex_lock(&p->lock);
+	while (p->ntimers && slot_of(p, p->timers[0])->deadline <= now) {
+		struct afio_req *r = p->timers[0];
+
+		timer_remove_locked(p, r);
+		finish_locked(p, r, -ETIME);
+		fired = true;
+	}
+	next = p->ntimers ? slot_of(p, p->timers[0])->deadline - now : 0;
+	pthread_mutex_unlock(&p->lock);
+	if (fired)
+		signal_owner(p);
+	if (!next)
+		return NULL;
+	left->tv_sec = (time_t)(next / 1000000000u);
+	left->tv_nsec = (long)(next % 1000000000u);
+	return left;
+}
+
 static void *poller_main(void *arg)
 {
 	struct pool *p = arg;
 	struct epoll_event ev[64];
+	struct timespec left, *timeout;
+	uint64_t v;
 	int n;
 
 	for (;;) {
-		n = epoll_wait(p->epfd, ev, 64, -1);
+		timeout = expire_timers(p, &left);
+		n = epoll_pwait2(p->epfd, ev, 64, timeout, NULL);
 		for (int i = 0; i < n; i++) {
-			if (ev[i].data.u64 == POLLER_WAKE_KEY)
+			if (ev[i].data.u64 != POLLER_WAKE_KEY) {
+				on_ready(p, ev[i].data.u64);
+				continue;
+			}
+			(void)!read(p->poller_wake, &v, sizeof(v));
+			if (atomic_load(&p->poller_stop))
 				return NULL;
-			on_ready(p, ev[i].data.u64);
 		}
 	}
 }
@@ -377,81 +480,121 @@ static bool fd_is_direct(int fd)
 	return fl >= 0 && (fl & O_DIRECT);
 }
 
-/* ASYNC: hold this worker until the socket is ready or the request is canceled. */
-static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
+/* Waits until fd is ready for r or r is canceled (-ECANCELED). */
+static int wait_ready(struct worker *w, struct afio_req *r, int fd)
 {
 	struct slot *s = slot_of(w->pool, r);
 	struct pollfd pfd[2] = {
-		{ .events = r->op == AFIO_OP_RECV ? POLLIN : POLLOUT },
+		{ .fd = fd, .events = afio_op_descs[r->op].events },
 		{ .fd = w->wakefd, .events = POLLIN },
 	};
 	uint64_t v;
-	ssize_t n;
 	bool cancel;
 
-	n = afio_req_sock_nowait(r, sock_fd(s, r));
-	if (n != -EAGAIN)
-		return n;
-	/* poll() would follow the number, not the file, after each wake-up. */
-	(void)hold_socket(s, r);
-	pfd[0].fd = sock_fd(s, r);
 	for (;;) {
 		settle(w);
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-			return afio_partial(r->progress, -errno);
+			return -errno;
+		if (pfd[0].revents)
+			return 0;
 		if (pfd[1].revents) {
 			(void)!read(w->wakefd, &v, sizeof(v));
 			pthread_mutex_lock(&w->pool->lock);
 			cancel = s->cancel;
 			pthread_mutex_unlock(&w->pool->lock);
 			if (cancel)
-				return afio_partial(r->progress, -ECANCELED);
+				return -ECANCELED;
 		}
-		n = afio_req_sock_nowait(r, pfd[0].fd);
+	}
+}
+
+/*
+ * Hold this worker until the socket is ready or the request is canceled:
+ * ASYNC, and accept, connect or sendfile on a socket without O_NONBLOCK,
+ * which only a thread that may block can do.  A blocking connect cannot be
+ * woken; the kernel gives up on it in its own time.
+ */
+static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r, bool can_try)
+{
+	struct slot *s = slot_of(w->pool, r);
+	ssize_t n;
+	int ret;
+
+	if (!can_try && r->op == AFIO_OP_CONNECT) {
+		settle(w);
+		return afio_req_sock_blocking(r, r->fd);
+	}
+	if (can_try) {
+		n = afio_req_sock_nowait(r, sock_fd(s, r));
+		if (n != -EAGAIN)
+			return n;
+	}
+	/* poll() would follow the number, not the file, after each wake-up. */
+	(void)hold_socket(s, r);
+	for (;;) {
+		ret = wait_ready(w, r, sock_fd(s, r));
+		if (ret)
+			return afio_partial(r->progress, ret);
+		if (!can_try)
+			return afio_req_sock_blocking(r, sock_fd(s, r));
+		n = afio_req_sock_nowait(r, sock_fd(s, r));
 		if (n != -EAGAIN)
 			return n;
 	}
 }
 
-static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
+static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
 {
 	struct pool *p = w->pool;
 	struct slot *s = slot_of(p, r);
+	bool can_try = afio_sock_can_try(r, sock_fd(s, r));
+	ssize_t n;
+
+	if (p->mode == AFIO_MODE_ASYNC || !can_try)
+		return sock_wait_xfer(w, r, can_try);
+	n = afio_req_sock_nowait(r, sock_fd(s, r));
+	if (n != -EAGAIN)
+		return n;
+	pthread_mutex_lock(&p->lock);
+	*armed = !s->cancel && !arm_locked(p, r);
+	pthread_mutex_unlock(&p->lock);
+	/* Not pollable or canceled: wait here after all. */
+	return *armed ? 0 : sock_wait_xfer(w, r, true);
+}
+
+static ssize_t perform_file(struct worker *w, struct afio_req *r)
+{
+	struct pool *p = w->pool;
 	bool try_first;
 	ssize_t n;
 
-	switch (r->op) {
-	case AFIO_OP_FSYNC:
-		settle(w);
-		return do_fsync(r);
-	case AFIO_OP_RECV:
-	case AFIO_OP_SEND:
-		if (p->mode == AFIO_MODE_ASYNC)
-			return sock_wait_xfer(w, r);
-		n = afio_req_sock_nowait(r, sock_fd(s, r));
-		if (n != -EAGAIN)
+	/* In INLINE the caller has tried without waiting already.
+	   Otherwise a buffered request that turns out to be quick is done
+	   before the results are told; what may wait tells them first.
+	   RWF_NOWAIT does not keep direct I/O off the device. */
+	try_first = p->mode == AFIO_MODE_HYBRID ||
+		    (p->mode == AFIO_MODE_ASYNC && w->owes_signal && is_read(r));
+	if (try_first && !r->progress && !fd_is_direct(r->fd)) {
+		n = file_try_nowait(p, r, &r->progress);
+		if (n == 0 || (n > 0 && (size_t)n == afio_req_bytes(r)))
 			return n;
-		pthread_mutex_lock(&p->lock);
-		*armed = !s->cancel && !arm_locked(p, r);
-		pthread_mutex_unlock(&p->lock);
-		/* Not pollable or canceled: wait here after all. */
-		return *armed ? 0 : sock_wait_xfer(w, r);
+		if (n < 0 && n != -EAGAIN && n != -EOPNOTSUPP)
+			return n;
+	}
+	settle(w);
+	return file_rw(r, &r->progress, 0);
+}
+
+static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
+{
+	switch (afio_op_kind(r->op)) {
+	case AFIO_KIND_SOCKET:
+		return perform_socket(w, r, armed);
+	case AFIO_KIND_FILE_RW:
+		return perform_file(w, r);
 	default:
-		/* In INLINE the caller has tried without waiting already.
-		   Otherwise a buffered request that turns out to be quick is
-		   done before the results are told; what may wait tells them
-		   first.  RWF_NOWAIT does not keep direct I/O off the device. */
-		try_first = p->mode == AFIO_MODE_HYBRID ||
-			    (p->mode == AFIO_MODE_ASYNC && w->owes_signal && is_read(r));
-		if (try_first && !r->progress && !fd_is_direct(r->fd)) {
-			n = file_try_nowait(p, r, &r->progress);
-			if (n == 0 || (n > 0 && (size_t)n == afio_req_bytes(r)))
-				return n;
-			if (n < 0 && n != -EAGAIN && n != -EOPNOTSUPP)
-				return n;
-		}
 		settle(w);
-		return file_rw(r, &r->progress, 0);
+		return afio_req_run_sync(r);
 	}
 }
 
@@ -509,17 +652,22 @@ static void *worker_main(void *arg)
 
 /* ---- INLINE: a first try in the caller ---- */
 
-/* true when r was finished or armed here, false when a worker must do it. */
+/* The mode policy, for what INLINE tries in the caller: true when r was
+   finished or armed here, false when a worker must do it. */
 static bool try_inline(struct pool *p, struct afio_req *r)
 {
 	ssize_t n;
 	int ret;
 
-	switch (r->op) {
-	case AFIO_OP_FSYNC:
-		return false;
-	case AFIO_OP_RECV:
-	case AFIO_OP_SEND:
+	switch (afio_op_kind(r->op)) {
+	case AFIO_KIND_SYNC:
+		n = afio_req_try_sync(r);
+		if (n == -EAGAIN)
+			return false;
+		break;
+	case AFIO_KIND_SOCKET:
+		if (!afio_sock_can_try(r, r->fd))
+			return false;
 		n = afio_req_sock_nowait(r, r->fd);
 		if (n == -EAGAIN) {
 			pthread_mutex_lock(&p->lock);
@@ -544,6 +692,19 @@ static bool try_inline(struct pool *p, struct afio_req *r)
 	return true;
 }
 
+/* Timers go to the heap in every mode; one the poller cannot take (no
+   thread could be started for it) fails with the reason. */
+static void start_timer(struct pool *p, struct afio_req *r)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = add_timer_locked(p, r);
+	pthread_mutex_unlock(&p->lock);
+	if (ret)
+		afio_req_done(r, ret);
+}
+
 /* ---- the ops ---- */
 
 static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
@@ -563,6 +724,10 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		s->armfd = -1;
 		s->in_set = false;
 		n++;
+		if (r->op == AFIO_OP_TIMEOUT) {
+			start_timer(p, r);
+			continue;
+		}
 		if (p->mode == AFIO_MODE_INLINE && try_inline(p, r))
 			continue;
 		afio_reqq_push(&batch, r);
@@ -627,6 +792,10 @@ static void threads_cancel(struct afio_engine *e, struct afio_req *r)
 	case W_ARMED:
 		finish_locked(p, r, afio_partial(r->progress, -ECANCELED));
 		break;
+	case W_TIMER:
+		timer_remove_locked(p, r);
+		finish_locked(p, r, -ECANCELED);
+		break;
 	case W_RUNNING:
 		if (s->worker && afio_op_is_socket(r->op))
 			(void)!write(s->worker->wakefd, &one, sizeof(one));
@@ -640,8 +809,6 @@ static void threads_cancel(struct afio_engine *e, struct afio_req *r)
 
 static void stop_threads(struct pool *p, unsigned started)
 {
-	uint64_t one = 1;
-
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
 	pthread_cond_broadcast(&p->cond);
@@ -649,7 +816,8 @@ static void stop_threads(struct pool *p, unsigned started)
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(p->workers[i].tid, NULL);
 	if (p->poller_running) {
-		(void)!write(p->poller_wake, &one, sizeof(one));
+		atomic_store(&p->poller_stop, true);
+		wake_poller(p);
 		pthread_join(p->poller, NULL);
 	}
 }
@@ -669,6 +837,7 @@ static void free_pool_mem(struct pool *p)
 {
 	free(p->workers);
 	free(p->slots);
+	free(p->timers);
 	free(p);
 }
 
@@ -722,6 +891,7 @@ static int threads_init(struct afio_engine *e, const struct afio_config *cfg,
 	p->epfd = epoll_create1(EPOLL_CLOEXEC);
 	p->poller_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	p->slots = calloc(afio_ctx_entries(e->ctx), sizeof(*p->slots));
+	p->timers = calloc(afio_ctx_entries(e->ctx), sizeof(*p->timers));
 	p->workers = calloc(p->nworkers, sizeof(*p->workers));
 	for (unsigned i = 0; p->workers && i < p->nworkers; i++)
 		p->workers[i].wakefd = -1;
@@ -731,7 +901,7 @@ static int threads_init(struct afio_engine *e, const struct afio_config *cfg,
 		goto fail;
 	}
 	ret = -ENOMEM;
-	if (!p->slots || !p->workers)
+	if (!p->slots || !p->workers || !p->timers)
 		goto fail;
 	if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, p->poller_wake, &wake) < 0) {
 		ret = -errno;
@@ -797,6 +967,31 @@ static int threads_describe(const struct afio_engine *e, char *buf, size_t len)
 			afio_mode_name(p->mode));
 }
 
+static int threads_op_native(const struct afio_engine *e, enum afio_op op, char *how,
+			     size_t len)
+{
+	static const char *const where[][3] = {
+		[AFIO_KIND_FILE_RW] = { "tried in the caller (RWF_NOWAIT), else a worker",
+					"a worker", "a worker, trying without blocking first" },
+		[AFIO_KIND_SOCKET] = { "tried in the caller, else the pool's epoll set",
+				       "a worker, waiting by poll",
+				       "a worker tries, else the pool's epoll set" },
+		[AFIO_KIND_TIMER] = { "the poller's deadline heap", "the poller's deadline heap",
+				      "the poller's deadline heap" },
+		[AFIO_KIND_SYNC] = { "a worker", "a worker", "a worker" },
+	};
+	const struct pool *p = e->priv;
+	const char *what = where[afio_op_kind(op)][p->mode];
+
+	if (p->mode == AFIO_MODE_INLINE &&
+	    (op == AFIO_OP_OPENAT || op == AFIO_OP_OPENAT2))
+		what = "tried in the caller (RESOLVE_CACHED), else a worker";
+	else if (p->mode == AFIO_MODE_INLINE && op == AFIO_OP_CLOSE)
+		what = "the caller";
+	afio_reason(how, len, "%s", what);
+	return 1;
+}
+
 const struct afio_backend_ops afio_backend_threads = {
 	.id = AFIO_BACKEND_THREADS,
 	.name = "threads",
@@ -809,4 +1004,5 @@ const struct afio_backend_ops afio_backend_threads = {
 	.arm = threads_arm,
 	.cancel = threads_cancel,
 	.describe = threads_describe,
+	.op_native = threads_op_native,
 };

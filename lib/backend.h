@@ -78,6 +78,10 @@ struct afio_backend_ops {
 
 	/* Optional: one line on how the engine is set up. */
 	int (*describe)(const struct afio_engine *e, char *buf, size_t len);
+
+	/* 1 when the engine runs op itself, 0 when it routes it to the pool;
+	   a line on how or why not into how (afio_op_native(3)). */
+	int (*op_native)(const struct afio_engine *e, enum afio_op op, char *how, size_t len);
 };
 
 extern const struct afio_backend_ops afio_backend_io_uring;
@@ -117,6 +121,30 @@ unsigned afio_ctx_entries(const struct afio_ctx *ctx);
 
 /* Counts a request that finished at once, in the caller (stats.nowait). */
 void afio_count_nowait(struct afio_ctx *ctx);
+
+/* ---- lib/dio.c: what O_DIRECT needs ---- */
+
+#define AFIO_LBS_CACHE 8
+
+/* Logical block sizes by device, where statx does not say. */
+struct afio_lbs_cache {
+	struct {
+		dev_t dev;
+		unsigned lbs;
+	} devs[AFIO_LBS_CACHE];
+	unsigned next;
+};
+
+struct afio_dio_facts {
+	unsigned mem;		/* buffer alignment */
+	unsigned off;		/* offset and length alignment */
+	uint64_t size;		/* file size when asked; UINT64_MAX for a device */
+	bool from_statx;	/* else the logical block size */
+};
+
+/* The alignment O_DIRECT I/O on fd needs and the file's size; -EOPNOTSUPP
+   when direct I/O is not known to be asynchronous there, -EBADF. */
+int afio_dio_facts(int fd, struct afio_lbs_cache *cache, struct afio_dio_facts *facts);
 
 /* snprintf into reason, tolerating a NULL or zero-sized buffer. */
 void afio_reason(char *reason, size_t len, const char *fmt, ...)

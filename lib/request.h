@@ -4,6 +4,7 @@
 #ifndef AFIO_REQUEST_H
 #define AFIO_REQUEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -11,6 +12,30 @@
 
 #include "asyncfio.h"
 
+/*
+ * Every op a request can carry.  What each takes from struct afio_req:
+ *
+ *   op              fd       buf/...        ptr2       len       off    flags    mode
+ *   READ/WRITE      file     buf            -          bytes     off    RWF_*    -
+ *   READV/WRITEV    file     iov            -          iovcnt    off    RWF_*    -
+ *   FSYNC           file     -              -          -         -      FSYNC_*  -
+ *   RECV/SEND       socket   buf            -          bytes     -      MSG_*    -
+ *   ACCEPT          socket   -              -          -         -      SOCK_*   -
+ *   CONNECT         socket   addr           -          addrlen   -      -        -
+ *   SENDMSG/RECVMSG socket   msg            -          -         -      MSG_*    -
+ *   SENDFILE        socket   -              -          bytes     off    -        -   (fd2: file)
+ *   TIMEOUT         -        -              -          -         ns     -        -
+ *   OPENAT          dirfd    path           -          -         -      O_*      mode
+ *   OPENAT2         dirfd    path           how        -         -      -        -
+ *   CLOSE           fd       -              -          -         -      -        -
+ *   STATX           dirfd    path           stx        -         -      AT_*     mask
+ *   FALLOCATE       file     -              -          bytes     off    -        mode
+ *   FTRUNCATE       file     -              -          -         size   -        -
+ *   SYNC_RANGE      file     -              -          bytes     off    SYNC_*   -
+ *   RENAMEAT        olddir   oldpath        newpath    -         -      RENAME_* -   (fd2: newdir)
+ *   UNLINKAT        dirfd    path           -          -         -      AT_*     -
+ *   MKDIRAT         dirfd    path           -          -         -      -        mode
+ */
 enum afio_op {
 	AFIO_OP_READ,
 	AFIO_OP_WRITE,
@@ -19,8 +44,40 @@ enum afio_op {
 	AFIO_OP_FSYNC,
 	AFIO_OP_RECV,
 	AFIO_OP_SEND,
+	AFIO_OP_ACCEPT,
+	AFIO_OP_CONNECT,
+	AFIO_OP_SENDMSG,
+	AFIO_OP_RECVMSG,
+	AFIO_OP_SENDFILE,
+	AFIO_OP_TIMEOUT,
+	AFIO_OP_OPENAT,
+	AFIO_OP_OPENAT2,
+	AFIO_OP_CLOSE,
+	AFIO_OP_STATX,
+	AFIO_OP_FALLOCATE,
+	AFIO_OP_FTRUNCATE,
+	AFIO_OP_SYNC_RANGE,
+	AFIO_OP_RENAMEAT,
+	AFIO_OP_UNLINKAT,
+	AFIO_OP_MKDIRAT,
 	AFIO_OP_COUNT,
 };
+
+/* How an op behaves, which is all most of the code needs to know. */
+enum afio_op_kind {
+	AFIO_KIND_FILE_RW,	/* positioned read or write of a file */
+	AFIO_KIND_SOCKET,	/* waits for readiness, then moves without blocking */
+	AFIO_KIND_TIMER,
+	AFIO_KIND_SYNC,		/* one system call that may block: fsync, paths, ... */
+};
+
+struct afio_op_desc {
+	const char *name;	/* the call without "afio_" */
+	uint8_t kind;
+	short events;		/* SOCKET: what readiness it waits for */
+};
+
+extern const struct afio_op_desc afio_op_descs[AFIO_OP_COUNT];
 
 enum afio_req_state {
 	AFIO_REQ_FREE,
@@ -39,20 +96,31 @@ struct afio_req {
 	union {
 		void *buf;
 		const struct iovec *iov;
+		struct msghdr *msg;
+		const struct sockaddr *addr;
+		const char *path;
 	};
-	size_t len;		/* bytes, or the iovec count for READV/WRITEV */
+	union {
+		const char *path2;
+		struct statx *stx;
+		const struct open_how *how;
+	};
+	size_t len;		/* see the table at enum afio_op */
 	uint64_t off;
 	ssize_t res;
 	size_t progress;	/* bytes moved so far by a request done in steps */
 	struct afio_ctx *ctx;
 	struct afio_engine *engine;	/* who owns it while HANDED */
 	int fd;
-	int flags;		/* MSG_* for RECV/SEND, AFIO_FSYNC_* for FSYNC */
+	int fd2;
+	int flags;
+	unsigned mode;
 	uint32_t index;		/* position in the slot array; backends key per-slot state on it */
 	uint32_t gen;		/* bumped at each reuse, for stale-event checks */
 	uint8_t op;
 	uint8_t state;
 	uint8_t cancel;		/* afio_cancel() asked for it */
+	uint8_t started;	/* CONNECT: connect(2) was called, the rest is waiting */
 };
 
 struct afio_reqq {
@@ -123,16 +191,14 @@ static inline ssize_t afio_partial(size_t progress, ssize_t err)
 	return progress ? (ssize_t)progress : err;
 }
 
-/* RECV or SEND on fd without blocking and without SIGPIPE, from
-   r->progress on: the result, or -EAGAIN when it must wait for readiness
-   first (MSG_WAITALL may have moved some bytes already).  fd is r->fd, or
-   a backend's own dup of it once the request is bound to the socket (see
-   asyncfio(7)). */
-ssize_t afio_req_sock_nowait(struct afio_req *r, int fd);
+static inline enum afio_op_kind afio_op_kind(enum afio_op op)
+{
+	return (enum afio_op_kind)afio_op_descs[op].kind;
+}
 
 static inline int afio_op_is_socket(enum afio_op op)
 {
-	return op == AFIO_OP_RECV || op == AFIO_OP_SEND;
+	return afio_op_kind(op) == AFIO_KIND_SOCKET;
 }
 
 /* What a request stopped by a cancel or a hand-off error completes with:
@@ -142,5 +208,34 @@ static inline ssize_t afio_req_stopped(const struct afio_req *r, ssize_t err)
 {
 	return afio_op_is_socket(r->op) ? afio_partial(r->progress, err) : err;
 }
+
+/* ---- lib/sockops.c: the socket ops done the non-blocking way ---- */
+
+/*
+ * One try of a SOCKET-kind request on fd without blocking and without
+ * SIGPIPE, from r->progress on: the result, or -EAGAIN when it must wait
+ * for readiness first (MSG_WAITALL may have moved some bytes already).  fd
+ * is r->fd, or a backend's own dup of it once the request is bound to the
+ * socket (see asyncfio(7)).  Only for requests afio_sock_can_try() allows.
+ */
+ssize_t afio_req_sock_nowait(struct afio_req *r, int fd);
+
+/* Whether r can be tried without blocking at all: accept, connect and
+   sendfile cannot be on a socket without O_NONBLOCK (they have no
+   MSG_DONTWAIT), and then only a thread that may block does them. */
+bool afio_sock_can_try(const struct afio_req *r, int fd);
+
+/* ---- lib/syncops.c: every op done the blocking way, for the pool ---- */
+
+/* A SYNC-kind request, blocking: its result. */
+ssize_t afio_req_run_sync(struct afio_req *r);
+
+/* A SYNC-kind request tried where Linux can say "would block" instead
+   (openat2 with RESOLVE_CACHED, close): its result, or -EAGAIN. */
+ssize_t afio_req_try_sync(struct afio_req *r);
+
+/* A SOCKET-kind request done the blocking way on fd (a socket without
+   O_NONBLOCK, after it polled ready): its result. */
+ssize_t afio_req_sock_blocking(struct afio_req *r, int fd);
 
 #endif

@@ -34,6 +34,28 @@ static void show_memlock(void)
 		       (unsigned long long)rl.rlim_cur / 1024);
 }
 
+/* Where each op runs on backend b here, INLINE mode. */
+static void show_ops(enum afio_backend b)
+{
+	struct afio_config cfg;
+	char how[160];
+	afio_ctx *ctx;
+	int native;
+
+	afio_config_init(&cfg);
+	cfg.backend = b;
+	cfg.mode = AFIO_MODE_INLINE;
+	cfg.flags = AFIO_NO_FALLBACK;
+	if (afio_create(&ctx, &cfg))
+		return;
+	printf("ops on %s:\n", afio_backend_name(b));
+	for (unsigned op = 0; op < afio_op_count(); op++) {
+		native = afio_op_native(ctx, op, how, sizeof(how));
+		printf("  %-11s %-7s %s\n", afio_op_name(op), native > 0 ? "native" : "pool", how);
+	}
+	afio_destroy(ctx);
+}
+
 int main(void)
 {
 	static const enum afio_backend all[] = {
@@ -60,6 +82,9 @@ int main(void)
 		       afio_mode_name(afio_mode(ctx)), desc);
 		afio_destroy(ctx);
 	}
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		show_ops(all[i]);
 
 	printf("kernel facts:\n");
 	if (!uname(&u))

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The socket ops as the thread pool and the libaio backend do them: one
+ * try without blocking after readiness, or, where Linux has no per-call way
+ * not to block, the plain call on a thread that may block.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+
+#include "request.h"
+
+static ssize_t neg_errno(ssize_t n)
+{
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t stream_once(const struct afio_req *r, int fd)
+{
+	char *buf = (char *)r->buf + r->progress;
+	size_t len = r->len - r->progress;
+	ssize_t n;
+
+	do {
+		if (r->op == AFIO_OP_RECV)
+			n = recv(fd, buf, len, r->flags | MSG_DONTWAIT);
+		else
+			n = send(fd, buf, len, r->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	return neg_errno(n);
+}
+
+/*
+ * MSG_WAITALL goes on to the whole length, the end of the stream or an
+ * error, as io_uring does in the kernel; the end or an error after some
+ * bytes gives those bytes, as recv(2) does.
+ */
+static ssize_t stream_nowait(struct afio_req *r, int fd)
+{
+	ssize_t n;
+
+	for (;;) {
+		n = stream_once(r, fd);
+		if (n <= 0)
+			break;
+		r->progress += (size_t)n;
+		if (!(r->flags & MSG_WAITALL) || r->progress == r->len)
+			return (ssize_t)r->progress;
+	}
+	if (n == -EAGAIN)
+		return n;
+	return afio_partial(r->progress, n);
+}
+
+/* The first call starts the connection; once the socket is writable its
+   outcome is in SO_ERROR. */
+static ssize_t connect_nowait(struct afio_req *r, int fd)
+{
+	socklen_t len = sizeof(int);
+	int err = 0;
+
+	if (!r->started) {
+		r->started = 1;
+		if (!connect(fd, r->addr, (socklen_t)r->len))
+			return 0;
+		/* EINTR: the connection goes on being made, as EINPROGRESS. */
+		return errno == EINPROGRESS || errno == EINTR ? -EAGAIN : -errno;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		return -errno;
+	if (err)
+		return -err;
+	/* Writable and no error: connected, unless it is still under way. */
+	if (getpeername(fd, &(struct sockaddr){ 0 }, &(socklen_t){ sizeof(struct sockaddr) }) < 0)
+		return errno == ENOTCONN ? -EAGAIN : -errno;
+	return 0;
+}
+
+/* Positioned: the file's own offset is left alone, as the contract says. */
+static ssize_t sendfile_once(struct afio_req *r, int fd)
+{
+	off_t off = (off_t)r->off;
+	ssize_t n;
+
+	do
+		n = sendfile(fd, r->fd2, &off, r->len);
+	while (n < 0 && errno == EINTR);
+	return neg_errno(n);
+}
+
+ssize_t afio_req_sock_nowait(struct afio_req *r, int fd)
+{
+	ssize_t n;
+
+	switch (r->op) {
+	case AFIO_OP_RECV:
+	case AFIO_OP_SEND:
+		return stream_nowait(r, fd);
+	case AFIO_OP_CONNECT:
+		return connect_nowait(r, fd);
+	case AFIO_OP_SENDFILE:
+		return sendfile_once(r, fd);
+	default:
+		break;
+	}
+	do {
+		if (r->op == AFIO_OP_ACCEPT)
+			n = accept4(fd, NULL, NULL, r->flags);
+		else if (r->op == AFIO_OP_SENDMSG)
+			n = sendmsg(fd, r->msg, r->flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+		else
+			n = recvmsg(fd, r->msg, r->flags | MSG_DONTWAIT);
+	} while (n < 0 && errno == EINTR);
+	return neg_errno(n);
+}
+
+bool afio_sock_can_try(const struct afio_req *r, int fd)
+{
+	int fl;
+
+	if (r->op != AFIO_OP_ACCEPT && r->op != AFIO_OP_CONNECT && r->op != AFIO_OP_SENDFILE)
+		return true;
+	fl = fcntl(fd, F_GETFL);
+	/* A bad fd is tried, so that it fails at once with EBADF. */
+	return fl < 0 || (fl & O_NONBLOCK);
+}
+
+ssize_t afio_req_sock_blocking(struct afio_req *r, int fd)
+{
+	ssize_t n;
+
+	switch (r->op) {
+	case AFIO_OP_ACCEPT:
+		do
+			n = accept4(fd, NULL, NULL, r->flags);
+		while (n < 0 && errno == EINTR);
+		return neg_errno(n);
+	case AFIO_OP_CONNECT:
+		return connect(fd, r->addr, (socklen_t)r->len) ? -errno : 0;
+	case AFIO_OP_SENDFILE:
+		return sendfile_once(r, fd);
+	default:
+		return afio_req_sock_nowait(r, fd);
+	}
+}
