@@ -367,12 +367,10 @@ start_httpd() {
 # SIGTERM (nginx: fast shutdown; afio-httpd: finish and print its stats),
 # and SIGKILL for it and its children after 5 s.
 stop_server() {
-	local i state
+	local i
 	kill -TERM "$server_pid" 2>/dev/null || true
 	for ((i = 0; i < 200; i++)); do
-		state=$(cut -d' ' -f3 "/proc/$server_pid/stat" 2>/dev/null || true)
-		# A zombie is gone for our purposes; wait reaps it below.
-		case $state in ''|Z) break ;; esac
+		server_alive || break
 		sleep 0.025
 	done
 	if [ $i -eq 200 ]; then
@@ -380,8 +378,32 @@ stop_server() {
 		# shellcheck disable=SC2046
 		kill -KILL $(worker_pids "$server_pid") "$server_pid" 2>/dev/null || true
 	fi
-	wait "$server_pid" 2>/dev/null || true
+	server_status=0
+	wait "$server_pid" 2>/dev/null || server_status=$?
 	server_pid=""
+}
+
+# A zombie is gone for our purposes: stop_server's wait reaps it.
+server_alive() {
+	local state
+	state=$(cut -d' ' -f3 "/proc/$server_pid/stat" 2>/dev/null || true)
+	case $state in ''|Z) return 1 ;; esac
+}
+
+# Busy clock ticks of the server's CPUs, from /proc/stat: user, nice,
+# system and steal; less the server's own, what others took.  Interrupts
+# are left out: loopback traffic runs much of TCP in softirq, for the
+# server and the client alike.
+cpus_busy_ticks() {
+	local list="" part a b
+	for part in ${server_cpus//,/ }; do
+		a=${part%-*} b=${part#*-}
+		for ((; a <= b; a++)); do
+			list="$list cpu$a"
+		done
+	done
+	awk -v list="$list " '{ if (index(list, " " $1 " ")) t += $2 + $3 + $4 + $9 }
+		END { print t + 0 }' /proc/stat
 }
 
 # utime + stime of the processes, in clock ticks (every thread, io_uring's
@@ -432,8 +454,9 @@ end
 
 function done(summary, latency, requests)
 	local e = summary.errors
-	io.write(string.format("wrk-result requests=%d bytes=%d duration_us=%d " ..
-		"connect=%d read=%d write=%d status=%d timeout=%d p50_us=%d p99_us=%d\n",
+	-- %.0f: counts past 2^31 (bytes) must not wrap
+	io.write(string.format("wrk-result requests=%.0f bytes=%.0f duration_us=%.0f " ..
+		"connect=%d read=%d write=%d status=%d timeout=%d p50_us=%.0f p99_us=%.0f\n",
 		summary.requests, summary.bytes, summary.duration, e.connect, e.read,
 		e.write, e.status, e.timeout, latency:percentile(50),
 		latency:percentile(99)))
@@ -453,17 +476,24 @@ run_wrk() {
 
 # --- one cell -----------------------------------------------------------------
 
-csv_header="size,bytes,conns,server,backend,mode,variant,direct,repeat,requests,resp_bytes,duration_s,req_s,mb_s,errors,non_2xx,lat_p50_us,lat_p99_us,server_cpu_s,server_cpu_util,cpu_us_per_req,client_cpu_s,fallbacks,note"
+csv_header="size,bytes,conns,server,backend,mode,variant,direct,repeat,requests,resp_bytes,duration_s,req_s,mb_s,errors,non_2xx,lat_p50_us,lat_p99_us,server_cpu_s,server_cpu_util,cpu_us_per_req,client_cpu_s,others_cpu_util,fallbacks,note"
 skipped=" "
 
 csv_row() {
 	echo "$1" >>"$csv"
 }
 
+# A CSV field: quoted, its quotes doubled.
+csv_quote() {
+	local q='"'
+	[ -n "$1" ] || return 0
+	printf '"%s"' "${1//$q/$q$q}"
+}
+
 # run_cell SIZE CONNS REPEAT CONFIG; CONFIG is nginx:VARIANT or BACKEND:MODE.
 run_cell() {
 	local s=$1 c=$2 r=$3 cfg=$4 kind=${4%%:*} what=${4#*:}
-	local backend="" mode="" variant="" server log pids t0 t1 c0 c1 res fb
+	local backend="" mode="" variant="" server log pids t0 t1 b0 b1 c0 c1 res fb note
 	if [ "$kind" = nginx ]; then
 		server=nginx variant=$what
 	else
@@ -482,7 +512,7 @@ run_cell() {
 		start_httpd "$backend" "$mode" || {
 			echo "  afio-httpd $backend/$mode skipped: $server_note" >&2
 			skipped="$skipped$cfg "
-			csv_row "$s,$(size_bytes "$s"),$c,$server,$backend,$mode,,$direct,$r,,,,,,,,,,,,,,,\"did not start: ${server_note//\"/\'}\""
+			csv_row "$s,$(size_bytes "$s"),$c,$server,$backend,$mode,,$direct,$r,,,,,,,,,,,,,,,,$(csv_quote "did not start: $server_note")"
 			return 0
 		}
 		log=$dir/httpd.$backend.$mode.err
@@ -491,31 +521,41 @@ run_cell() {
 	pids=$server_pid
 	[ $server != nginx ] || pids="$pids $(worker_pids "$server_pid")"
 	# shellcheck disable=SC2086
-	t0=$(cpu_ticks $pids)
+	t0=$(cpu_ticks $pids) b0=$(cpus_busy_ticks)
 	children_cpu >"$dir/cpu0"
 	run_wrk "$duration" "$c" "$s" "$dir/wrk.out"
 	children_cpu >"$dir/cpu1"
 	c0=$(cat "$dir/cpu0") c1=$(cat "$dir/cpu1")
 	# shellcheck disable=SC2086
-	t1=$(cpu_ticks $pids)
+	t1=$(cpu_ticks $pids) b1=$(cpus_busy_ticks)
+	note=""
+	server_alive || note="the server died during the run"
 	stop_server
+	[ -z "$note" ] || note="$note, exit status $server_status: $(tail -n 1 "$log" 2>/dev/null)"
 	res=$(grep '^wrk-result ' "$dir/wrk.out" || true)
 	if [ -z "$res" ]; then
-		echo "  $cfg: wrk said: $(tr '\n' ' ' <"$dir/wrk.out")" >&2
+		note="${note:+$note; }wrk: $(grep -v '^wrk-result' "$dir/wrk.out" | head -n 1)"
+		echo "  $cfg: $note" >&2
+		csv_row "$s,$(size_bytes "$s"),$c,$server,$backend,$mode,$variant,$direct,$r,,,,,,,,,,,,,,,,$(csv_quote "$note")"
 		return 0
 	fi
-	fb=$(grep -o 'fallbacks[ =:]*[0-9]*' "$log" 2>/dev/null | tail -n 1 | grep -o '[0-9]*$' || true)
+	[ -z "$note" ] || echo "  $cfg: $note" >&2
+	# afio-httpd prints "fallbacks=N" per worker at exit; older ones nothing.
+	fb=$(grep -o 'fallbacks=[0-9]*' "$log" 2>/dev/null |
+		awk -F= '{ n += $2; seen = 1 } END { if (seen) print n }' || true)
 	csv_row "$(echo "$res" | awk -v pre="$s,$(size_bytes "$s"),$c,$server,$backend,$mode,$variant,$direct,$r" \
-		-v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v ccpu="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" \
-		-v fb="$fb" '{
+		-v ticks=$((t1 - t0)) -v others=$((b1 - b0 - (t1 - t0))) -v hz="$(getconf CLK_TCK)" -v ccpu="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" \
+		-v fb="$fb" -v note="$(csv_quote "$note")" '{
 		for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 		secs = v["duration_us"] / 1e6
 		cpu = ticks / hz
 		errs = v["connect"] + v["read"] + v["write"] + v["timeout"]
-		printf "%s,%d,%d,%.3f,%.1f,%.2f,%d,%d,%d,%d,%.3f,%.3f,%.2f,%.3f,%s,\n", pre,
+		# %.0f, not %d: mawk stops %d at 2^31 - 1.
+		printf "%s,%.0f,%.0f,%.3f,%.1f,%.2f,%.0f,%.0f,%.0f,%.0f,%.3f,%.3f,%.2f,%.3f,%.3f,%s,%s\n", pre,
 			v["requests"], v["bytes"], secs, v["requests"] / secs, v["bytes"] / secs / 1e6,
 			errs, v["status"], v["p50_us"], v["p99_us"], cpu, cpu / secs,
-			v["requests"] ? cpu * 1e6 / v["requests"] : 0, ccpu, fb }')"
+			v["requests"] ? cpu * 1e6 / v["requests"] : 0, ccpu,
+			(others > 0 ? others : 0) / hz / secs, fb, note }')"
 	tail -n 1 "$csv" | awk -F, -v cfg="$cfg" '{
 		printf "  %-6s c%-4s %-18s %10.0f req/s %9.1f MB/s  cpu %.2f  %s errors\n",
 			$1, $3, cfg, $13, $14, $20, $15 + $16 }'

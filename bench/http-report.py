@@ -14,7 +14,7 @@ import tempfile
 
 SUMMARY_FIELDS = ["size", "bytes", "conns", "config", "server", "backend", "mode",
                   "variant", "direct", "runs", "req_s", "mb_s", "cpu_us_per_req",
-                  "server_cpu_util", "client_cpu_util", "lat_p50_us", "lat_p99_us",
+                  "server_cpu_util", "client_cpu_util", "others_cpu_util", "lat_p50_us", "lat_p99_us",
                   "errors", "non_2xx", "fallbacks", "nginx_best", "ratio_to_nginx_best"]
 
 
@@ -62,8 +62,8 @@ def summarize(rows):
              "server": first["server"], "backend": first["backend"], "mode": first["mode"],
              "variant": first["variant"], "direct": first["direct"], "runs": len(runs),
              "note": first.get("note", "")}
-        for f in ("req_s", "mb_s", "cpu_us_per_req", "server_cpu_util", "lat_p50_us",
-                  "lat_p99_us"):
+        for f in ("req_s", "mb_s", "cpu_us_per_req", "server_cpu_util", "others_cpu_util",
+                  "lat_p50_us", "lat_p99_us"):
             s[f] = median([num(r[f]) for r in runs])
         s["client_cpu_util"] = median([num(r["client_cpu_s"]) / num(r["duration_s"])
                                        for r in runs if num(r["duration_s"])])
@@ -92,13 +92,14 @@ def print_tables(summary, cells, direct):
     unit = "GB/s" if direct else "MB/s"
     scale = 1000.0 if direct else 1.0
     print()
-    print("median of each cell's runs; MB = 10^6 bytes of responses, heads included; cpu: "
-          "server CPU-seconds per second (1.00: its core was busy), wrk: the client's; ratio: req/s over the "
-          "best nginx variant of the same size and connections (* marks it; c: wrk kept its "
-          "CPU busy, so the client may have been the limit)")
-    print("%-6s %5s  %-18s %9s %9s %10s %5s %6s %8s %8s %5s  %s" %
+    print("median of each cell's runs; MB = 10^6 bytes of responses, heads included")
+    print("cpu: server CPU-seconds per second (1.00: its core was busy); wrk: the client's")
+    print("other: what other processes took of the server's CPU (over 0.05: disturbed)")
+    print("ratio: req/s over the best nginx variant of the same size and connections")
+    print("       (* marks it; c: wrk kept its CPU busy, so the client may have set the rate)")
+    print("%-6s %5s  %-18s %9s %9s %10s %5s %6s %8s %8s %5s %5s  %s" %
           ("size", "conns", "server", "req/s", unit, "cpu us/req", "cpu", "ratio",
-           "p50 us", "p99 us", "wrk", "errors"))
+           "p50 us", "p99 us", "wrk", "other", "errors"))
     for _, size, conns in cells:
         for s in [s for s in summary if s["size"] == size and s["conns"] == conns]:
             if not s["runs"]:
@@ -109,13 +110,13 @@ def print_tables(summary, cells, direct):
             if (s["client_cpu_util"] or 0) >= CLIENT_BOUND:
                 best += "c"
             bad = s["errors"] + s["non_2xx"]
-            print("%-6s %5d  %-18s %9s %9s %10s %5s %5s%s %8s %8s %5s  %s" % (
+            print("%-6s %5d  %-18s %9s %9s %10s %5s %5s%s %8s %8s %5s %5s  %s" % (
                 size, conns, s["config"], human(s["req_s"]),
                 fmt(s["mb_s"] and s["mb_s"] / scale, "%.3f" if direct else "%.1f"),
                 fmt(s["cpu_us_per_req"], "%.1f"), fmt(s["server_cpu_util"], "%.2f"),
                 fmt(s["ratio_to_nginx_best"], "%.2f"), best,
                 fmt(s["lat_p50_us"], "%.0f"), fmt(s["lat_p99_us"], "%.0f"),
-                fmt(s["client_cpu_util"], "%.2f"), "%d%s" % (bad, "" if s["fallbacks"] == "" else
+                fmt(s["client_cpu_util"], "%.2f"), fmt(s["others_cpu_util"], "%.2f"), "%d%s" % (bad, "" if s["fallbacks"] == "" else
                           ", fallbacks %s" % s["fallbacks"])))
     ours = [s for s in summary if s["server"] != "nginx"]
     backends = []
