@@ -227,7 +227,8 @@ prepare_cache() {
 		cat "$dir/www/$s"/*.bin >/dev/null
 	elif [ -w /proc/sys/vm/drop_caches ]; then
 		sync
-		echo 3 >/proc/sys/vm/drop_caches
+		echo 3 2>/dev/null >/proc/sys/vm/drop_caches ||
+			echo "  the page cache could not be dropped" >&2
 	fi
 }
 
@@ -634,7 +635,10 @@ for ((r = 1; r <= repeat; r++)); do
 			echo "round $r/$repeat: $s files, $c connections"
 			if [ $lock -eq 1 ]; then
 				exec 9>>/tmp/afio-bench.lock
-				flock 9
+				flock -n 9 || {
+					echo "  waiting for /tmp/afio-bench.lock (someone else's benchmark)"
+					flock 9
+				}
 				run_round "$s" "$c" "$r"
 				flock -u 9
 				exec 9>&-

@@ -64,7 +64,7 @@ def summarize(rows):
              "note": first.get("note", "")}
         for f in ("req_s", "mb_s", "cpu_us_per_req", "server_cpu_util", "others_cpu_util",
                   "lat_p50_us", "lat_p99_us"):
-            s[f] = median([num(r[f]) for r in runs])
+            s[f] = median([num(r.get(f)) for r in runs])
         s["client_cpu_util"] = median([num(r["client_cpu_s"]) / num(r["duration_s"])
                                        for r in runs if num(r["duration_s"])])
         s["errors"] = sum(int(num(r["errors"]) or 0) for r in runs)
