@@ -806,6 +806,39 @@ static void sendfile_cqe(struct uring *u, struct afio_req *r, uint64_t ud, int r
 		sendfile_next(u, r);
 }
 
+/* SYNC_FILE_RANGE takes a 32-bit length in the SQE; a longer range would
+   be cut short (and one of exactly 4 GiB read as "to the end"). */
+static bool sqe_fits(const struct afio_req *r)
+{
+	return r->op != AFIO_OP_SYNC_RANGE || r->len <= UINT32_MAX;
+}
+
+/*
+ * INLINE: the kernel would hand both splices to io-wq, which costs more
+ * than the copy-free transfer itself for small files; a non-blocking
+ * socket and a file whose pages are all cached let sendfile(2) do it here
+ * without waiting, as the kernel tries other requests in the submitter.
+ * false when it must go the long way (it would block, or it did).  r is
+ * q's head, and leaves q before it is done: afio_req_done() links it into
+ * another queue, which would cut q behind it.
+ */
+static bool sendfile_inline(struct uring *u, struct afio_reqq *q)
+{
+	struct afio_req *r = q->head;
+	ssize_t n;
+
+	if (u->mode != AFIO_MODE_INLINE || !afio_sock_can_try(r, r->fd) ||
+	    !afio_sendfile_cached(r))
+		return false;
+	n = afio_req_sock_nowait(r, r->fd);
+	if (n == -EAGAIN)
+		return false;
+	afio_reqq_pop(q);
+	afio_count_nowait(r->ctx);
+	afio_req_done(r, n);
+	return true;
+}
+
 static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 {
 	struct uring *u = e->priv;
@@ -814,13 +847,17 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 	int n = 0, ret;
 
 	while ((r = q->head)) {
-		if (!u->has_op[r->op]) {
+		if (!u->has_op[r->op] || !sqe_fits(r)) {
 			afio_route_to_pool(e, afio_reqq_pop(q));
 			n++;
 			continue;
 		}
 		if (!ring_has_room(u, e))
 			break;
+		if (r->op == AFIO_OP_SENDFILE && sendfile_inline(u, q)) {
+			n++;
+			continue;
+		}
 		if (r->op == AFIO_OP_SENDFILE) {
 			if (get_pipe(u, &u->sendfiles[r->index])) {
 				/* No fd for a pipe: the pool needs none. */
@@ -1194,8 +1231,14 @@ static int uring_op_native(const struct afio_engine *e, enum afio_op op, char *h
 			    "(Linux %s+)", uo->name, uo->since);
 		return 0;
 	}
-	afio_reason(how, len, "IORING_OP_%s%s", uo->name,
-		    op == AFIO_OP_SENDFILE ? " file->pipe->socket" : "");
+	if (op == AFIO_OP_SENDFILE)
+		afio_reason(how, len, "IORING_OP_SPLICE file->pipe->socket%s",
+			    u->mode == AFIO_MODE_INLINE ? "; sendfile(2) in the caller where the "
+			    "socket is non-blocking and the range cached" : "");
+	else if (op == AFIO_OP_SYNC_RANGE)
+		afio_reason(how, len, "IORING_OP_SYNC_FILE_RANGE; ranges over 4 GiB the pool");
+	else
+		afio_reason(how, len, "IORING_OP_%s", uo->name);
 	return 1;
 }
 

@@ -222,11 +222,13 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 }
 
 /* ASYNC blocks a worker on the socket, and so does what cannot be tried
-   without blocking; INLINE tries once here first. */
+   without blocking, and a sendfile that would read the disk on this
+   thread; INLINE tries once here first. */
 static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *s,
 			       ssize_t *res)
 {
-	if (a->mode == AFIO_MODE_ASYNC || !afio_sock_can_try(r, r->fd)) {
+	if (a->mode == AFIO_MODE_ASYNC || !afio_sock_can_try(r, r->fd) ||
+	    (r->op == AFIO_OP_SENDFILE && !afio_sendfile_cached(r))) {
 		/* A closed fd fails here, as in the other modes, not in the
 		   pool, whose own fds may take its number when it starts. */
 		if (fcntl(r->fd, F_GETFD) < 0) {

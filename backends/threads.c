@@ -31,6 +31,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -323,6 +324,15 @@ static void on_ready(struct pool *p, uint64_t key)
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
+	/* The poller must not wait for the disk: a sendfile whose pages
+	   are not all cached goes to a worker. */
+	if (r->op == AFIO_OP_SENDFILE && !afio_sendfile_cached(r)) {
+		s->where = W_QUEUED;
+		afio_reqq_push(&p->work, r);
+		pthread_cond_signal(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
 	s->where = W_RUNNING;
 	fd = s->armfd;
 	pthread_mutex_unlock(&p->lock);
@@ -448,6 +458,31 @@ static struct timespec *expire_timers(struct pool *p, struct timespec *left)
 	return left;
 }
 
+#ifndef SYS_epoll_pwait2
+#define SYS_epoll_pwait2 441	/* Linux 5.11 */
+#endif
+
+/* epoll_wait with a timeout in ns where the kernel has epoll_pwait2;
+   before 5.11 in ms, rounded up so that no timer fires early. */
+static int poller_wait(struct pool *p, struct epoll_event *ev, int max,
+		       const struct timespec *timeout)
+{
+	static atomic_bool no_pwait2;
+	int n, ms;
+
+	if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+		n = (int)syscall(SYS_epoll_pwait2, p->epfd, ev, max, timeout, NULL, 0);
+		if (n >= 0 || errno != ENOSYS)
+			return n;
+		atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+	}
+	ms = -1;
+	if (timeout)
+		ms = timeout->tv_sec > INT_MAX / 1000 - 1 ? INT_MAX :
+		     (int)(timeout->tv_sec * 1000 + (timeout->tv_nsec + 999999) / 1000000);
+	return epoll_wait(p->epfd, ev, max, ms);
+}
+
 static void *poller_main(void *arg)
 {
 	struct pool *p = arg;
@@ -458,7 +493,7 @@ static void *poller_main(void *arg)
 
 	for (;;) {
 		timeout = expire_timers(p, &left);
-		n = epoll_pwait2(p->epfd, ev, 64, timeout, NULL);
+		n = poller_wait(p, ev, 64, timeout);
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.u64 != POLLER_WAKE_KEY) {
 				on_ready(p, ev[i].data.u64);
@@ -666,7 +701,8 @@ static bool try_inline(struct pool *p, struct afio_req *r)
 			return false;
 		break;
 	case AFIO_KIND_SOCKET:
-		if (!afio_sock_can_try(r, r->fd))
+		if (!afio_sock_can_try(r, r->fd) ||
+		    (r->op == AFIO_OP_SENDFILE && !afio_sendfile_cached(r)))
 			return false;
 		n = afio_req_sock_nowait(r, r->fd);
 		if (n == -EAGAIN) {
@@ -983,11 +1019,14 @@ static int threads_op_native(const struct afio_engine *e, enum afio_op op, char 
 	const struct pool *p = e->priv;
 	const char *what = where[afio_op_kind(op)][p->mode];
 
-	if (p->mode == AFIO_MODE_INLINE &&
-	    (op == AFIO_OP_OPENAT || op == AFIO_OP_OPENAT2))
-		what = "tried in the caller (RESOLVE_CACHED), else a worker";
-	else if (p->mode == AFIO_MODE_INLINE && op == AFIO_OP_CLOSE)
-		what = "the caller";
+	if (p->mode == AFIO_MODE_INLINE) {
+		if (op == AFIO_OP_OPENAT || op == AFIO_OP_OPENAT2)
+			what = "tried in the caller (RESOLVE_CACHED), else a worker";
+		else if (op == AFIO_OP_CLOSE)
+			what = "the caller";
+		else if (op == AFIO_OP_SENDFILE)
+			what = "tried in the caller where the range is cached, else the pool";
+	}
 	afio_reason(how, len, "%s", what);
 	return 1;
 }

@@ -248,8 +248,12 @@ int afio_write(afio_ctx *ctx, int fd, const void *buf, size_t len, uint64_t off,
 static int queue_iov(afio_ctx *ctx, enum afio_op op, int fd, const struct iovec *iov,
 		     int cnt, uint64_t off, int rwf, afio_cb cb, void *data)
 {
+	int ret = check_fd(ctx, fd, cb);
+
+	if (ret)
+		return ret;
 	if (!iov || cnt < 0)
-		return check_ctx(ctx, cb) ? : -EINVAL;
+		return -EINVAL;
 	return queue_rw(ctx, op, fd, iov, (size_t)cnt, off, rwf, cb, data);
 }
 
@@ -302,7 +306,7 @@ static int queue_fd_op(afio_ctx *ctx, enum afio_op op, int fd, uint64_t off, uin
 int afio_fsync(afio_ctx *ctx, int fd, unsigned flags, afio_cb cb, void *data)
 {
 	if (flags & ~AFIO_FSYNC_DATASYNC)
-		return check_ctx(ctx, cb) ? : -EINVAL;
+		return check_fd(ctx, fd, cb) ? : -EINVAL;
 	return queue_fd_op(ctx, AFIO_OP_FSYNC, fd, 0, 0, (int)flags, 0, cb, data);
 }
 
@@ -518,7 +522,7 @@ int afio_openat2(afio_ctx *ctx, int dirfd, const char *path, const struct open_h
 	int ret;
 
 	if (!how)
-		return check_ctx(ctx, cb) ? : -EINVAL;
+		return check_dirfd_path(ctx, dirfd, path, cb) ? : -EINVAL;
 	r = new_path_req(ctx, AFIO_OP_OPENAT2, dirfd, path, cb, data, &ret);
 	if (!r)
 		return ret;
@@ -533,7 +537,7 @@ int afio_statx(afio_ctx *ctx, int dirfd, const char *path, int flags, unsigned m
 	int ret;
 
 	if (!stx)
-		return check_ctx(ctx, cb) ? : -EINVAL;
+		return check_dirfd_path(ctx, dirfd, path, cb) ? : -EINVAL;
 	r = new_path_req(ctx, AFIO_OP_STATX, dirfd, path, cb, data, &ret);
 	if (!r)
 		return ret;

@@ -225,6 +225,10 @@ ssize_t afio_req_sock_nowait(struct afio_req *r, int fd);
    MSG_DONTWAIT), and then only a thread that may block does them. */
 bool afio_sock_can_try(const struct afio_req *r, int fd);
 
+/* Whether every page a SENDFILE request reads is in the page cache, so
+   that sendfile(2) on a non-blocking socket waits for nothing. */
+bool afio_sendfile_cached(const struct afio_req *r);
+
 /* ---- lib/syncops.c: every op done the blocking way, for the pool ---- */
 
 /* A SYNC-kind request, blocking: its result. */

@@ -6,8 +6,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "request.h"
 
@@ -77,16 +81,32 @@ static ssize_t connect_nowait(struct afio_req *r, int fd)
 	return 0;
 }
 
-/* Positioned: the file's own offset is left alone, as the contract says. */
+/*
+ * Positioned: the file's own offset is left alone, as the contract says.
+ * sendfile(2) has no MSG_NOSIGNAL: a peer that went away would raise
+ * SIGPIPE in this thread, which is the application's.  So SIGPIPE is
+ * blocked for the call and the one it raised taken back, unless the
+ * thread blocked it already (then it is the thread's to handle).
+ */
 static ssize_t sendfile_once(struct afio_req *r, int fd)
 {
+	static const struct timespec no_wait;
 	off_t off = (off_t)r->off;
+	sigset_t pipe_only, old;
 	ssize_t n;
+	int err;
 
+	sigemptyset(&pipe_only);
+	sigaddset(&pipe_only, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
 	do
 		n = sendfile(fd, r->fd2, &off, r->len);
 	while (n < 0 && errno == EINTR);
-	return neg_errno(n);
+	err = errno;
+	if (n < 0 && err == EPIPE && !sigismember(&old, SIGPIPE))
+		(void)sigtimedwait(&pipe_only, NULL, &no_wait);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return n < 0 ? -err : n;
 }
 
 ssize_t afio_req_sock_nowait(struct afio_req *r, int fd)
@@ -124,6 +144,44 @@ bool afio_sock_can_try(const struct afio_req *r, int fd)
 	fl = fcntl(fd, F_GETFL);
 	/* A bad fd is tried, so that it fails at once with EBADF. */
 	return fl < 0 || (fl & O_NONBLOCK);
+}
+
+#ifndef SYS_cachestat
+#define SYS_cachestat 451	/* Linux 6.5, the same number on every architecture */
+#endif
+
+struct cachestat_range {
+	uint64_t off;
+	uint64_t len;
+};
+
+struct cachestat {
+	uint64_t nr_cache;
+	uint64_t nr_dirty;
+	uint64_t nr_writeback;
+	uint64_t nr_evicted;
+	uint64_t nr_recently_evicted;
+};
+
+/*
+ * sendfile(2) on a non-blocking socket still waits for the disk when the
+ * file's pages are not in memory; cachestat(2) says whether they all are,
+ * for one system call.  Without it (before 6.5) nothing can be promised.
+ */
+bool afio_sendfile_cached(const struct afio_req *r)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct cachestat_range range = { r->off, r->len };
+	struct cachestat cs;
+	uint64_t first, last;
+
+	if (!r->len)
+		return true;
+	if (syscall(SYS_cachestat, r->fd2, &range, &cs, 0) < 0)
+		return false;
+	first = r->off / (uint64_t)page;
+	last = (r->off + r->len - 1) / (uint64_t)page;
+	return cs.nr_cache >= last - first + 1;
 }
 
 ssize_t afio_req_sock_blocking(struct afio_req *r, int fd)

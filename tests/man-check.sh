@@ -2,14 +2,15 @@
 # SPDX-License-Identifier: MIT
 # Lint the manual pages: every page must format without a single warning,
 # its .TH line must match its file name, and every .so page must point at a
-# page that exists.  Usage: man-check.sh [man-directory]
+# page that exists; tables go through tbl, as man(1) would put them.
+# Usage: man-check.sh [man-directory]
 # Exits 77 (skipped, for meson test) when no formatter is installed.
 set -u
 
 dir=${1:-$(dirname "$0")/../man}
 
 if command -v groff >/dev/null 2>&1; then
-	lint() { groff -man -Tutf8 -ww -z "$1" 2>&1; }
+	lint() { groff -t -man -Tutf8 -ww -z "$1" 2>&1; }
 elif command -v mandoc >/dev/null 2>&1; then
 	lint() { mandoc -T lint -W warning "$1" 2>&1; }
 else

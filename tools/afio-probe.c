@@ -48,7 +48,7 @@ static void show_ops(enum afio_backend b)
 	cfg.flags = AFIO_NO_FALLBACK;
 	if (afio_create(&ctx, &cfg))
 		return;
-	printf("ops on %s:\n", afio_backend_name(b));
+	printf("ops on %s, mode %s:\n", afio_backend_name(b), afio_mode_name(afio_mode(ctx)));
 	for (unsigned op = 0; op < afio_op_count(); op++) {
 		native = afio_op_native(ctx, op, how, sizeof(how));
 		printf("  %-11s %-7s %s\n", afio_op_name(op), native > 0 ? "native" : "pool", how);
