@@ -262,13 +262,18 @@ http {
 	default_type application/octet-stream;
 	keepalive_timeout 65;
 	keepalive_requests 1000000;
-	open_file_cache max=1024 inactive=60s;
 	client_body_temp_path $dir/nginx/tmp/body;
 	proxy_temp_path $dir/nginx/tmp/proxy;
 	fastcgi_temp_path $dir/nginx/tmp/fastcgi;
 	uwsgi_temp_path $dir/nginx/tmp/uwsgi;
 	scgi_temp_path $dir/nginx/tmp/scgi;
 EOF
+		# nginx 1.22 with both open_file_cache and directio fails some
+		# reads with EINVAL ("pread() ... failed (22: Invalid argument)").
+		case $variant in
+		directio*) ;;
+		*) echo "	open_file_cache max=1024 inactive=60s;" ;;
+		esac
 		case $variant in
 		sendfile) echo "	sendfile on; tcp_nopush on;" ;;
 		plain) echo "	sendfile off;" ;;
@@ -494,7 +499,7 @@ csv_quote() {
 # run_cell SIZE CONNS REPEAT CONFIG; CONFIG is nginx:VARIANT or BACKEND:MODE.
 run_cell() {
 	local s=$1 c=$2 r=$3 cfg=$4 kind=${4%%:*} what=${4#*:}
-	local backend="" mode="" variant="" server log pids t0 t1 b0 b1 c0 c1 res fb note
+	local backend="" mode="" variant="" server log pids t0 t1 b0 b1 c0 c1 res fb note died
 	if [ "$kind" = nginx ]; then
 		server=nginx variant=$what
 	else
@@ -530,9 +535,15 @@ run_cell() {
 	# shellcheck disable=SC2086
 	t1=$(cpu_ticks $pids) b1=$(cpus_busy_ticks)
 	note=""
-	server_alive || note="the server died during the run"
+	if [ $server = nginx ]; then
+		note=$(grep -E '\[(emerg|alert|crit|error)\]' "$log" |
+			awk 'NR == 1 { first = $0 } END { if (NR) printf "nginx logged %d errors, first: %s", NR, first }' ||
+			true)
+	fi
+	died=0
+	server_alive || died=1
 	stop_server
-	[ -z "$note" ] || note="$note, exit status $server_status: $(tail -n 1 "$log" 2>/dev/null)"
+	[ $died -eq 0 ] || note="the server died during the run, exit status $server_status: $(tail -n 1 "$log" 2>/dev/null)${note:+; $note}"
 	res=$(grep '^wrk-result ' "$dir/wrk.out" || true)
 	if [ -z "$res" ]; then
 		note="${note:+$note; }wrk: $(grep -v '^wrk-result' "$dir/wrk.out" | head -n 1)"

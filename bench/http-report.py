@@ -61,7 +61,7 @@ def summarize(rows):
         s = {"size": key[0], "bytes": int(first["bytes"]), "conns": key[1], "config": key[2],
              "server": first["server"], "backend": first["backend"], "mode": first["mode"],
              "variant": first["variant"], "direct": first["direct"], "runs": len(runs),
-             "note": first.get("note", "")}
+             "notes": sorted({r.get("note") for r in groups[key] if r.get("note")})}
         for f in ("req_s", "mb_s", "cpu_us_per_req", "server_cpu_util", "others_cpu_util",
                   "lat_p50_us", "lat_p99_us"):
             s[f] = median([num(r.get(f)) for r in runs])
@@ -88,6 +88,18 @@ def fmt(v, pat):
     return "-" if v is None else pat % v
 
 
+def print_notes(summary):
+    """What did not start, died or logged errors, once per configuration."""
+    seen = {}
+    for s in summary:
+        for n in s["notes"]:
+            seen.setdefault((s["config"], n), []).append("%s c%d" % (s["size"], s["conns"]))
+    if seen:
+        print()
+    for (config, note), where in seen.items():
+        print("%s (%s): %s" % (config, ", ".join(where), note))
+
+
 def print_tables(summary, cells, direct):
     unit = "GB/s" if direct else "MB/s"
     scale = 1000.0 if direct else 1.0
@@ -103,8 +115,6 @@ def print_tables(summary, cells, direct):
     for _, size, conns in cells:
         for s in [s for s in summary if s["size"] == size and s["conns"] == conns]:
             if not s["runs"]:
-                print("%-6s %5d  %-18s %s" % (size, conns, s["config"],
-                                             s["note"] or "no run"))
                 continue
             best = "*" if s["config"] == s["nginx_best"] else " "
             if (s["client_cpu_util"] or 0) >= CLIENT_BOUND:
@@ -118,7 +128,8 @@ def print_tables(summary, cells, direct):
                 fmt(s["lat_p50_us"], "%.0f"), fmt(s["lat_p99_us"], "%.0f"),
                 fmt(s["client_cpu_util"], "%.2f"), fmt(s["others_cpu_util"], "%.2f"), "%d%s" % (bad, "" if s["fallbacks"] == "" else
                           ", fallbacks %s" % s["fallbacks"])))
-    ours = [s for s in summary if s["server"] != "nginx"]
+    print_notes(summary)
+    ours = [s for s in summary if s["server"] != "nginx" and s["runs"]]
     backends = []
     for s in ours:
         if s["backend"] not in backends:
@@ -128,13 +139,13 @@ def print_tables(summary, cells, direct):
     print()
     print("best mode of each backend: req/s over the best nginx variant's; in brackets "
           "%s, and server CPU per request over that nginx's" % unit)
-    print("%-6s %5s  %-16s" % ("size", "conns", "nginx best") +
+    print("%-6s %5s  %-20s" % ("size", "conns", "nginx best") +
           "".join("%-31s" % b for b in backends))
     for _, size, conns in cells:
         mine = [s for s in summary if s["size"] == size and s["conns"] == conns]
         ng = [s for s in mine if s["config"] == (mine[0]["nginx_best"] if mine else "")]
         ng_cpu = ng[0]["cpu_us_per_req"] if ng else None
-        line = "%-6s %5d  %-16s" % (size, conns, "%s %s" % (
+        line = "%-6s %5d  %-20s" % (size, conns, "%s %s" % (
             ng[0]["variant"], human(ng[0]["req_s"])) if ng else "-")
         for b in backends:
             cand = [s for s in mine if s["backend"] == b and s["req_s"]]
@@ -194,12 +205,16 @@ def plot(summary, cells, png, title):
         if s["config"] not in configs:
             configs.append(s["config"])
     configs.sort(key=lambda c: c.startswith("nginx/"))
-    ours = [c for c in configs if not c.startswith("nginx/")]
     by = {(s["size"], s["conns"], s["config"]): s for s in summary}
     pairs = [(size, conns) for _, size, conns in cells]
 
     def field(name):
         return lambda size, conns, c: by.get((size, conns, c), {}).get(name) or None
+
+    # gnuplot refuses a histogram without a point: what never ran is left out.
+    configs = [c for c in configs if any(field("req_s")(p[0], p[1], c) for p in pairs)]
+    ours = [c for c in configs if not c.startswith("nginx/")
+            and any(field("ratio_to_nginx_best")(p[0], p[1], c) for p in pairs)]
 
     tmp = tempfile.mkdtemp(prefix="http-report.")
     rates, ratios = os.path.join(tmp, "rates.dat"), os.path.join(tmp, "ratios.dat")
