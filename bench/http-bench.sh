@@ -353,6 +353,9 @@ start_httpd() {
 	args=(--port 0 --root "$dir/www" --backend "$backend" --mode "$mode")
 	[ $direct -eq 0 ] || args+=(--direct)
 	args+=("${httpd_extra[@]}")
+	# Emptied here, not by the child's redirection, which may come after
+	# the first look below: the last cell's port must not be read.
+	: >"$log.out"
 	taskset -c "$server_cpus" "$httpd" "${args[@]}" </dev/null >"$log.out" 2>"$log.err" 9>&- &
 	server_pid=$!
 	for ((i = 0; i < 200; i++)); do
