@@ -48,6 +48,8 @@ usage: bench/http-bench.sh [options]
                       medians go to PATH with -summary before .csv
   --png PATH          chart, '' for none (default BUILD/http-bench.png)
   --no-lock           do not take /tmp/afio-bench.lock around each round
+  --lock-wait S       wait at most S seconds for the lock, then run without it
+                      (default: as long as it takes)
 Exits 77 when nginx or wrk is missing (scripts/install-deps.sh --http).
 EOF
 }
@@ -74,6 +76,7 @@ csv=""
 png=""
 png_given=0
 lock=1
+lock_wait=""
 httpd_extra=()
 nginx_extra=()
 
@@ -85,7 +88,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--httpd|--dir|--scratch-in|--sizes|--files|--conns|--backends|--modes|--nginx|--duration|\
 	--warmup|--repeat|--workers|--max-conn|--timeout|--httpd-arg|\
-	--nginx-directive|--server-cpus|--client-cpus|--wrk-threads|--csv|--png)
+	--nginx-directive|--lock-wait|--server-cpus|--client-cpus|--wrk-threads|--csv|--png)
 		need_arg "$@" ;;
 	esac
 	case $1 in
@@ -115,6 +118,7 @@ while [ $# -gt 0 ]; do
 	--csv) csv=$2; shift ;;
 	--png) png=$2; png_given=1; shift ;;
 	--no-lock) lock=0 ;;
+	--lock-wait) lock_wait=$2; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
 	esac
@@ -131,6 +135,7 @@ is_count --warmup "$warmup"
 is_count --repeat "$repeat"
 is_count --files "$nfiles"
 is_count --wrk-threads "$wrk_threads"
+[ -z "$lock_wait" ] || is_count --lock-wait "$lock_wait"
 if [ "$duration" -eq 0 ] || [ "$repeat" -eq 0 ] || [ "$nfiles" -eq 0 ]; then
 	echo "--duration, --repeat and --files must be at least 1" >&2
 	exit 2
@@ -399,13 +404,13 @@ server_alive() {
 	case $state in ''|Z) return 1 ;; esac
 }
 
-# Busy clock ticks of the server's CPUs, from /proc/stat: user, nice,
-# system and steal; less the server's own, what others took.  Interrupts
-# are left out: loopback traffic runs much of TCP in softirq, for the
-# server and the client alike.
+# Busy clock ticks of CPUs (taskset's list), from /proc/stat: user, nice,
+# system and steal; less the server's or wrk's own, what others took.
+# Interrupts are left out: loopback traffic runs much of TCP in softirq,
+# for the server and the client alike.
 cpus_busy_ticks() {
 	local list="" part a b
-	for part in ${server_cpus//,/ }; do
+	for part in ${1//,/ }; do
 		a=${part%-*} b=${part#*-}
 		for ((; a <= b; a++)); do
 			list="$list cpu$a"
@@ -485,7 +490,7 @@ run_wrk() {
 
 # --- one cell -----------------------------------------------------------------
 
-csv_header="size,bytes,conns,server,backend,mode,variant,direct,repeat,requests,resp_bytes,duration_s,req_s,mb_s,errors,non_2xx,lat_p50_us,lat_p99_us,server_cpu_s,server_cpu_util,cpu_us_per_req,client_cpu_s,others_cpu_util,fallbacks,note"
+csv_header="size,bytes,conns,server,backend,mode,variant,direct,repeat,requests,resp_bytes,duration_s,req_s,mb_s,errors,non_2xx,lat_p50_us,lat_p99_us,server_cpu_s,server_cpu_util,cpu_us_per_req,client_cpu_s,others_cpu_util,client_others_cpu_util,fallbacks,note"
 skipped=" "
 
 csv_row() {
@@ -502,7 +507,7 @@ csv_quote() {
 # run_cell SIZE CONNS REPEAT CONFIG; CONFIG is nginx:VARIANT or BACKEND:MODE.
 run_cell() {
 	local s=$1 c=$2 r=$3 cfg=$4 kind=${4%%:*} what=${4#*:}
-	local backend="" mode="" variant="" server log pids t0 t1 b0 b1 c0 c1 res fb note died
+	local backend="" mode="" variant="" server log pids t0 t1 b0 b1 cb0 cb1 c0 c1 res fb note died
 	if [ "$kind" = nginx ]; then
 		server=nginx variant=$what
 	else
@@ -521,7 +526,7 @@ run_cell() {
 		start_httpd "$backend" "$mode" || {
 			echo "  afio-httpd $backend/$mode skipped: $server_note" >&2
 			skipped="$skipped$cfg "
-			csv_row "$s,$(size_bytes "$s"),$c,$server,$backend,$mode,,$direct,$r,,,,,,,,,,,,,,,,$(csv_quote "did not start: $server_note")"
+			csv_row "$s,$(size_bytes "$s"),$c,$server,$backend,$mode,,$direct,$r,,,,,,,,,,,,,,,,,$(csv_quote "did not start: $server_note")"
 			return 0
 		}
 		log=$dir/httpd.$backend.$mode.err
@@ -530,13 +535,13 @@ run_cell() {
 	pids=$server_pid
 	[ $server != nginx ] || pids="$pids $(worker_pids "$server_pid")"
 	# shellcheck disable=SC2086
-	t0=$(cpu_ticks $pids) b0=$(cpus_busy_ticks)
+	t0=$(cpu_ticks $pids) b0=$(cpus_busy_ticks "$server_cpus") cb0=$(cpus_busy_ticks "$client_cpus")
 	children_cpu >"$dir/cpu0"
 	run_wrk "$duration" "$c" "$s" "$dir/wrk.out"
 	children_cpu >"$dir/cpu1"
 	c0=$(cat "$dir/cpu0") c1=$(cat "$dir/cpu1")
 	# shellcheck disable=SC2086
-	t1=$(cpu_ticks $pids) b1=$(cpus_busy_ticks)
+	t1=$(cpu_ticks $pids) b1=$(cpus_busy_ticks "$server_cpus") cb1=$(cpus_busy_ticks "$client_cpus")
 	note=""
 	if [ $server = nginx ]; then
 		note=$(grep -E '\[(emerg|alert|crit|error)\]' "$log" |
@@ -551,7 +556,7 @@ run_cell() {
 	if [ -z "$res" ]; then
 		note="${note:+$note; }wrk: $(grep -v '^wrk-result' "$dir/wrk.out" | head -n 1)"
 		echo "  $cfg: $note" >&2
-		csv_row "$s,$(size_bytes "$s"),$c,$server,$backend,$mode,$variant,$direct,$r,,,,,,,,,,,,,,,,$(csv_quote "$note")"
+		csv_row "$s,$(size_bytes "$s"),$c,$server,$backend,$mode,$variant,$direct,$r,,,,,,,,,,,,,,,,,$(csv_quote "$note")"
 		return 0
 	fi
 	[ -z "$note" ] || echo "  $cfg: $note" >&2
@@ -559,18 +564,19 @@ run_cell() {
 	fb=$(grep -o 'fallbacks=[0-9]*' "$log" 2>/dev/null |
 		awk -F= '{ n += $2; seen = 1 } END { if (seen) print n }' || true)
 	csv_row "$(echo "$res" | awk -v pre="$s,$(size_bytes "$s"),$c,$server,$backend,$mode,$variant,$direct,$r" \
-		-v ticks=$((t1 - t0)) -v others=$((b1 - b0 - (t1 - t0))) -v hz="$(getconf CLK_TCK)" -v ccpu="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" \
+		-v ticks=$((t1 - t0)) -v others=$((b1 - b0 - (t1 - t0))) -v cbusy=$((cb1 - cb0)) -v hz="$(getconf CLK_TCK)" -v ccpu="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" \
 		-v fb="$fb" -v note="$(csv_quote "$note")" '{
 		for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 		secs = v["duration_us"] / 1e6
 		cpu = ticks / hz
 		errs = v["connect"] + v["read"] + v["write"] + v["timeout"]
 		# %.0f, not %d: mawk stops %d at 2^31 - 1.
-		printf "%s,%.0f,%.0f,%.3f,%.1f,%.2f,%.0f,%.0f,%.0f,%.0f,%.3f,%.3f,%.2f,%.3f,%.3f,%s,%s\n", pre,
+		cothers = cbusy / hz - ccpu
+		printf "%s,%.0f,%.0f,%.3f,%.1f,%.2f,%.0f,%.0f,%.0f,%.0f,%.3f,%.3f,%.2f,%.3f,%.3f,%.3f,%s,%s\n", pre,
 			v["requests"], v["bytes"], secs, v["requests"] / secs, v["bytes"] / secs / 1e6,
 			errs, v["status"], v["p50_us"], v["p99_us"], cpu, cpu / secs,
 			v["requests"] ? cpu * 1e6 / v["requests"] : 0, ccpu,
-			(others > 0 ? others : 0) / hz / secs, fb, note }')"
+			(others > 0 ? others : 0) / hz / secs, (cothers > 0 ? cothers : 0) / secs, fb, note }')"
 	tail -n 1 "$csv" | awk -F, -v cfg="$cfg" '{
 		printf "  %-6s c%-4s %-18s %10.0f req/s %9.1f MB/s  cpu %.2f  %s errors\n",
 			$1, $3, cfg, $13, $14, $20, $15 + $16 }'
@@ -651,7 +657,8 @@ for ((r = 1; r <= repeat; r++)); do
 				exec 9>>/tmp/afio-bench.lock
 				flock -n 9 || {
 					echo "  waiting for /tmp/afio-bench.lock (someone else's benchmark)"
-					flock 9
+					flock ${lock_wait:+-w "$lock_wait"} 9 ||
+						echo "  waited $lock_wait s, going on without the lock"
 				}
 				run_round "$s" "$c" "$r"
 				flock -u 9

@@ -14,7 +14,8 @@ import tempfile
 
 SUMMARY_FIELDS = ["size", "bytes", "conns", "config", "server", "backend", "mode",
                   "variant", "direct", "runs", "req_s", "mb_s", "cpu_us_per_req",
-                  "server_cpu_util", "client_cpu_util", "others_cpu_util", "lat_p50_us", "lat_p99_us",
+                  "server_cpu_util", "client_cpu_util", "others_cpu_util",
+                  "client_others_cpu_util", "lat_p50_us", "lat_p99_us",
                   "errors", "non_2xx", "fallbacks", "nginx_best", "ratio_to_nginx_best"]
 
 
@@ -63,7 +64,7 @@ def summarize(rows):
              "variant": first["variant"], "direct": first["direct"], "runs": len(runs),
              "notes": sorted({r.get("note") for r in groups[key] if r.get("note")})}
         for f in ("req_s", "mb_s", "cpu_us_per_req", "server_cpu_util", "others_cpu_util",
-                  "lat_p50_us", "lat_p99_us"):
+                  "client_others_cpu_util", "lat_p50_us", "lat_p99_us"):
             s[f] = median([num(r.get(f)) for r in runs])
         s["client_cpu_util"] = median([num(r["client_cpu_s"]) / num(r["duration_s"])
                                        for r in runs if num(r["duration_s"])])
@@ -88,6 +89,11 @@ def fmt(v, pat):
     return "-" if v is None else pat % v
 
 
+def others(s):
+    """Others' use of the server's CPU / of the client's."""
+    return "%s/%s" % (fmt(s["others_cpu_util"], "%.2f"), fmt(s["client_others_cpu_util"], "%.2f"))
+
+
 def print_notes(summary):
     """What did not start, died or logged errors, once per configuration."""
     seen = {}
@@ -106,10 +112,11 @@ def print_tables(summary, cells, direct):
     print()
     print("median of each cell's runs; MB = 10^6 bytes of responses, heads included")
     print("cpu: server CPU-seconds per second (1.00: its core was busy); wrk: the client's")
-    print("other: what other processes took of the server's CPU (over 0.05: disturbed)")
+    print("other: what other processes took of the server's CPU, and of wrk's (over 0.05:")
+    print("       disturbed; re-run the cell)")
     print("ratio: req/s over the best nginx variant of the same size and connections")
     print("       (* marks it; c: wrk kept its CPU busy, so the client may have set the rate)")
-    print("%-6s %5s  %-18s %9s %9s %10s %5s %6s %8s %8s %5s %5s  %s" %
+    print("%-6s %5s  %-18s %9s %9s %10s %5s %6s %8s %8s %5s %9s  %s" %
           ("size", "conns", "server", "req/s", unit, "cpu us/req", "cpu", "ratio",
            "p50 us", "p99 us", "wrk", "other", "errors"))
     for _, size, conns in cells:
@@ -120,13 +127,13 @@ def print_tables(summary, cells, direct):
             if (s["client_cpu_util"] or 0) >= CLIENT_BOUND:
                 best += "c"
             bad = s["errors"] + s["non_2xx"]
-            print("%-6s %5d  %-18s %9s %9s %10s %5s %5s%s %8s %8s %5s %5s  %s" % (
+            print("%-6s %5d  %-18s %9s %9s %10s %5s %5s%s %8s %8s %5s %9s  %s" % (
                 size, conns, s["config"], human(s["req_s"]),
                 fmt(s["mb_s"] and s["mb_s"] / scale, "%.3f" if direct else "%.1f"),
                 fmt(s["cpu_us_per_req"], "%.1f"), fmt(s["server_cpu_util"], "%.2f"),
                 fmt(s["ratio_to_nginx_best"], "%.2f"), best,
                 fmt(s["lat_p50_us"], "%.0f"), fmt(s["lat_p99_us"], "%.0f"),
-                fmt(s["client_cpu_util"], "%.2f"), fmt(s["others_cpu_util"], "%.2f"), "%d%s" % (bad, "" if s["fallbacks"] == "" else
+                fmt(s["client_cpu_util"], "%.2f"), others(s), "%d%s" % (bad, "" if s["fallbacks"] == "" else
                           ", fallbacks %s" % s["fallbacks"])))
     print_notes(summary)
     ours = [s for s in summary if s["server"] != "nginx" and s["runs"]]
