@@ -3,23 +3,35 @@
  * afio-echo: a TCP echo server on libasyncfio.
  *
  * The program owns its epoll loop; libasyncfio only adds one eventfd to it.
- * Each connection lives in a slot of a table allocated once at start-up and
- * always has exactly one request in flight: a receive into its buffer, or a
- * send of what that receive brought.  So the context needs one request
- * entry per connection, and no request ever outlives its socket.
+ * Each connection is one allocation, made when it is accepted and freed when
+ * it closes: a small header and its buffer.  It always has exactly one
+ * request in flight: a receive into its buffer, or a send of what that
+ * receive brought.  So the context needs one request entry per connection,
+ * and no request ever outlives its socket.
+ *
+ * What one connection costs is in bench/README.md ("Echo server").
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server.h"
 
 #define DEFAULT_PORT		8007
-#define DEFAULT_MAX_CONN	64
-#define MAX_CONN_LIMIT		1024	/* what the pool can have in workers */
-#define CONN_BUF_SIZE		(16 * 1024)
+#define DEFAULT_MAX_CONN	10000
+#define MAX_CONN_LIMIT		1000000	/* afio_create(3) takes up to 2^20 entries */
+#define DEFAULT_BUF_SIZE	4096
+#define MAX_BUF_SIZE		(1024 * 1024)
+#define MAX_IDLE_TIMEOUT	86400
+/* afio_create(3): the most workers a pool can have, and so the most
+   connections a mode that holds a worker per waiting socket can serve. */
+#define POOL_MAX_WORKERS	1024
+/* Descriptors kept free for what the library and the loop open later. */
+#define FD_RESERVE		16
 
 #define STRINGIFY_(x)		#x
 #define STRINGIFY(x)		STRINGIFY_(x)
@@ -28,25 +40,93 @@ struct echo;
 
 struct conn {
 	struct echo *echo;
-	int fd;			/* -1: the slot is free */
-	size_t len;		/* bytes the last receive brought */
-	size_t sent;		/* how many of them went back already */
-	char buf[CONN_BUF_SIZE];
+	/* By last activity, oldest first; only with --idle-timeout. */
+	struct conn *prev, *next;
+	uint64_t active_ms;
+	int fd;
+	bool timed_out;		/* shut down for idleness, closing */
+	uint32_t len;		/* bytes the last receive brought */
+	uint32_t sent;		/* how many of them went back already */
+	char buf[];
 };
 
 struct echo {
 	struct server srv;
-	struct conn *conns;
 	unsigned max_conn;
 	unsigned open_conns;
-	bool stopping;		/* callbacks close instead of going on */
+	uint32_t buf_size;
+	uint64_t idle_timeout_ms;	/* 0: none */
+	struct conn idle_list;		/* list head: next is the oldest */
+	struct server_ratelimit refused;
+	bool stopping;			/* callbacks close instead of going on */
 };
+
+/* ---- idleness ---- */
+
+/* Coarse: a tick's worth of precision is plenty, and it is cheap. */
+static uint64_t coarse_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void list_del(struct conn *c)
+{
+	c->prev->next = c->next;
+	c->next->prev = c->prev;
+	c->prev = c->next = c;
+}
+
+static void list_add_tail(struct conn *head, struct conn *c)
+{
+	c->prev = head->prev;
+	c->next = head;
+	head->prev->next = c;
+	head->prev = c;
+}
+
+static void touch(struct conn *c)
+{
+	struct echo *echo = c->echo;
+
+	if (!echo->idle_timeout_ms || c->timed_out)
+		return;
+	c->active_ms = coarse_now_ms();
+	list_del(c);
+	list_add_tail(&echo->idle_list, c);
+}
+
+/*
+ * Shutting a socket down ends the request in flight on it, on every
+ * backend and in every mode: a receive gets the end of the stream, a send
+ * -EPIPE, and the callback closes it.  afio_cancel() would do too, but
+ * it looks through every request slot, which for thousands of
+ * connections timing out at once adds up.
+ */
+static void close_idle(struct server *srv)
+{
+	struct echo *echo = srv->priv;
+	uint64_t now = coarse_now_ms();
+	struct conn *c;
+
+	while ((c = echo->idle_list.next) != &echo->idle_list &&
+	       now - c->active_ms >= echo->idle_timeout_ms) {
+		list_del(c);
+		c->timed_out = true;
+		shutdown(c->fd, SHUT_RDWR);
+	}
+}
+
+/* ---- connections ---- */
 
 static void conn_close(struct conn *c)
 {
+	list_del(c);
 	close(c->fd);
-	c->fd = -1;
 	c->echo->open_conns--;
+	free(c);
 }
 
 static void on_received(void *data, ssize_t res);
@@ -54,7 +134,7 @@ static void on_sent(void *data, ssize_t res);
 
 static void start_receive(struct conn *c)
 {
-	if (afio_recv(c->echo->srv.ctx, c->fd, c->buf, sizeof(c->buf), 0, on_received, c))
+	if (afio_recv(c->echo->srv.ctx, c->fd, c->buf, c->echo->buf_size, 0, on_received, c))
 		conn_close(c);
 }
 
@@ -74,7 +154,8 @@ static void on_received(void *data, ssize_t res)
 		conn_close(c);
 		return;
 	}
-	c->len = (size_t)res;
+	touch(c);
+	c->len = (uint32_t)res;
 	c->sent = 0;
 	send_rest(c);
 }
@@ -88,91 +169,193 @@ static void on_sent(void *data, ssize_t res)
 		return;
 	}
 	/* A send may take only part of the buffer when the peer reads slowly. */
-	c->sent += (size_t)res;
+	c->sent += (uint32_t)res;
 	if (c->sent < c->len)
 		send_rest(c);
 	else
 		start_receive(c);
 }
 
-static struct conn *free_slot(struct echo *echo)
+/* Refusing at once is kinder to the client than leaving it hanging. */
+static void refuse(struct echo *echo, int fd)
 {
-	for (unsigned i = 0; i < echo->max_conn; i++)
-		if (echo->conns[i].fd < 0)
-			return &echo->conns[i];
-	return NULL;
+	close(fd);
+	server_warn_limited(&echo->refused, "refusing new connections: %u open, "
+			    "the most this server takes", echo->open_conns);
 }
 
 static void accept_conn(struct server *srv, int fd)
 {
 	struct echo *echo = srv->priv;
-	struct conn *c = free_slot(echo);
+	struct conn *c;
 
-	/* Refusing at once is kinder to the client than leaving it hanging. */
-	if (!c) {
-		close(fd);
+	if (echo->open_conns >= echo->max_conn) {
+		refuse(echo, fd);
 		return;
 	}
+	c = malloc(sizeof(*c) + echo->buf_size);
+	if (!c) {
+		refuse(echo, fd);
+		return;
+	}
+	c->echo = echo;
 	c->fd = fd;
+	c->timed_out = false;
+	c->prev = c->next = c;
 	echo->open_conns++;
+	touch(c);
 	start_receive(c);
 }
 
-/* The request of each open connection completes with -ECANCELED (or its
-   real result) when afio_destroy() runs, and its callback closes it. */
-static void cancel_all(struct echo *echo)
+/* ---- limits ---- */
+
+static bool pool_waits_per_socket(afio_ctx *ctx)
 {
-	echo->stopping = true;
-	for (unsigned i = 0; i < echo->max_conn; i++)
-		if (echo->conns[i].fd >= 0)
-			afio_cancel(echo->srv.ctx, &echo->conns[i]);
+	enum afio_backend b = afio_backend(ctx);
+
+	return afio_mode(ctx) == AFIO_MODE_ASYNC &&
+	       (b == AFIO_BACKEND_THREADS || b == AFIO_BACKEND_LIBAIO);
 }
 
-static int alloc_conns(struct echo *echo)
+/*
+ * In ASYNC mode the thread pool (the threads backend, and libaio for
+ * sockets) gives each waiting receive a worker of its own: that is what
+ * ASYNC means there.  More connections than workers would leave the rest
+ * waiting for a worker while their clients talk.  An explicit --max-conn
+ * beyond that is refused; the default is lowered to it.
+ */
+static int check_async_ceiling(struct echo *echo, bool explicit_max)
 {
-	echo->conns = calloc(echo->max_conn, sizeof(*echo->conns));
-	if (!echo->conns)
-		return -ENOMEM;
-	for (unsigned i = 0; i < echo->max_conn; i++) {
-		echo->conns[i].echo = echo;
-		echo->conns[i].fd = -1;
+	afio_ctx *ctx = echo->srv.ctx;
+
+	if (!pool_waits_per_socket(ctx) || echo->max_conn <= POOL_MAX_WORKERS)
+		return 0;
+	if (explicit_max) {
+		fprintf(stderr, "afio-echo: --max-conn %u: %s in async mode holds a pool "
+			"worker for every waiting connection and has at most %u; give "
+			"--max-conn %u or less, or --mode inline or hybrid, which wait "
+			"without a worker\n", echo->max_conn,
+			afio_backend_name(afio_backend(ctx)), POOL_MAX_WORKERS, POOL_MAX_WORKERS);
+		return -EINVAL;
 	}
+	echo->max_conn = POOL_MAX_WORKERS;
+	fprintf(stderr, "afio-echo: %s in async mode serves at most %u connections "
+		"(a pool worker each)\n", afio_backend_name(afio_backend(ctx)), POOL_MAX_WORKERS);
+	return 0;
+}
+
+/*
+ * Descriptors: one per connection; and the thread pool, when a socket
+ * must wait in its epoll set (threads, INLINE and HYBRID), holds a dup of
+ * it meanwhile.  If that dup finds no descriptor left, a pool worker waits
+ * on the socket instead, and a few such idle connections would hold every
+ * worker.  So there, connections stop at what the descriptors allow, and
+ * everywhere else an accept that finds none left turns the connection
+ * away (server.c).
+ */
+static void fit_descriptors(struct echo *echo)
+{
+	const struct server *srv = &echo->srv;
+	bool dup_each = afio_backend(srv->ctx) == AFIO_BACKEND_THREADS &&
+			afio_mode(srv->ctx) != AFIO_MODE_ASYNC;
+	unsigned long room = srv->nofile - srv->fds_at_start, fit;
+
+	fit = dup_each ? (room > FD_RESERVE ? (room - FD_RESERVE) / 2 : 0) : room;
+	if (fit >= echo->max_conn)
+		return;
+	fprintf(stderr, "afio-echo: RLIMIT_NOFILE %lu leaves room for %lu connections "
+		"here%s, fewer than --max-conn %u\n", srv->nofile, fit,
+		dup_each ? " (2 descriptors each)" : "", echo->max_conn);
+	if (dup_each)
+		echo->max_conn = fit ? (unsigned)fit : 1;
+}
+
+/* ---- start-up ---- */
+
+enum { OPT_MAX_CONN, OPT_IDLE_TIMEOUT, OPT_BUF_SIZE, NR_OPTS };
+
+static int parse_echo_args(struct echo *echo, const struct server_extra_option *opt)
+{
+	unsigned v;
+
+	if (opt[OPT_MAX_CONN].value &&
+	    parse_count(opt[OPT_MAX_CONN].name, opt[OPT_MAX_CONN].value, 1, MAX_CONN_LIMIT,
+			&echo->max_conn))
+		return -EINVAL;
+	if (opt[OPT_BUF_SIZE].value) {
+		if (parse_count(opt[OPT_BUF_SIZE].name, opt[OPT_BUF_SIZE].value, 64,
+				MAX_BUF_SIZE, &v))
+			return -EINVAL;
+		echo->buf_size = v;
+	}
+	if (opt[OPT_IDLE_TIMEOUT].value) {
+		if (parse_count(opt[OPT_IDLE_TIMEOUT].name, opt[OPT_IDLE_TIMEOUT].value, 0,
+				MAX_IDLE_TIMEOUT, &v))
+			return -EINVAL;
+		echo->idle_timeout_ms = (uint64_t)v * 1000;
+	}
+	return 0;
+}
+
+static void start_idle_timer(struct echo *echo)
+{
+	uint64_t tick = echo->idle_timeout_ms / 4;
+
+	if (echo->idle_timeout_ms)
+		server_set_tick(&echo->srv, tick < 1000 ? (unsigned)tick : 1000, close_idle);
+}
+
+/* 0, or the exit status: what the backend and mode in force cannot serve
+   is refused before the server listens. */
+static int start(struct echo *echo, const struct server_opts *opts, bool explicit_max)
+{
+	if (server_open_context(&echo->srv, opts))
+		return 1;
+	if (check_async_ceiling(echo, explicit_max))
+		return 2;
+	if (server_listen(&echo->srv, opts))
+		return 1;
+	fit_descriptors(echo);
+	start_idle_timer(echo);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	struct server_extra_option max_conn = {
-		.name = "max-conn",
-		.help = "  --max-conn N   connections served at once (default "
-			STRINGIFY(DEFAULT_MAX_CONN) ")\n",
+	struct server_extra_option opt[NR_OPTS] = {
+		[OPT_MAX_CONN] = { "max-conn", "  --max-conn N   connections served at once "
+				   "(default " STRINGIFY(DEFAULT_MAX_CONN) ")\n" },
+		[OPT_IDLE_TIMEOUT] = { "idle-timeout", "  --idle-timeout S\n"
+				       "                 close a connection that sent nothing "
+				       "for S seconds (default 0: never)\n" },
+		[OPT_BUF_SIZE] = { "buf-size", "  --buf-size B   receive buffer per connection, "
+				   "bytes (default " STRINGIFY(DEFAULT_BUF_SIZE) ")\n" },
 	};
-	struct echo echo = { .max_conn = DEFAULT_MAX_CONN };
+	struct echo echo = { .max_conn = DEFAULT_MAX_CONN, .buf_size = DEFAULT_BUF_SIZE };
 	struct server_opts opts;
-	int ret;
+	int status;
 
+	echo.idle_list.prev = echo.idle_list.next = &echo.idle_list;
 	server_opts_init(&opts, "afio-echo", DEFAULT_PORT);
-	server_parse_args(argc, argv, &opts, &max_conn);
-	if (max_conn.value &&
-	    parse_count(max_conn.name, max_conn.value, 1, MAX_CONN_LIMIT, &echo.max_conn))
+	server_parse_args_n(argc, argv, &opts, opt, NR_OPTS);
+	if (parse_echo_args(&echo, opt))
 		return 2;
-	if (alloc_conns(&echo)) {
-		fprintf(stderr, "afio-echo: out of memory\n");
-		return 1;
-	}
 	opts.max_conn = echo.max_conn;
 	echo.srv.on_accept = accept_conn;
 	echo.srv.priv = &echo;
 
-	ret = server_start(&echo.srv, &opts);
-	if (!ret)
-		ret = server_run(&echo.srv);
-	cancel_all(&echo);
+	status = start(&echo, &opts, opt[OPT_MAX_CONN].value != NULL);
+	if (!status && server_run(&echo.srv))
+		status = 1;
+	/* afio_destroy() ends the request of each open connection, with
+	   -ECANCELED or its real result, and the callback closes it. */
+	echo.stopping = true;
 	server_stop(&echo.srv);
 
 	/* Every request completes exactly once, so none can be left open. */
-	if (echo.open_conns)
+	if (echo.open_conns) {
 		fprintf(stderr, "afio-echo: %u connections still open\n", echo.open_conns);
-	free(echo.conns);
-	return ret || echo.open_conns ? 1 : 0;
+		status = 1;
+	}
+	return status;
 }

@@ -1,21 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /* Options, listener and event loop shared by the example servers. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server.h"
 
-#define MAX_EVENTS 64
+#define MAX_EVENTS		64
+#define MAX_EXTRA_OPTIONS	8
+#define WARN_INTERVAL_MS	1000
+/* How long the listener rests when a connection can be neither taken nor
+   turned away (no spare descriptor, no memory): long enough not to spin,
+   short enough that clients hardly notice once it passes. */
+#define LISTEN_PAUSE_MS		100
 
 static const char *prog_name = "server";
 
@@ -81,45 +93,86 @@ static int parse_option(struct server_opts *opts, int opt, const char *arg)
 }
 
 static void usage(FILE *f, const struct server_opts *opts,
-		  const struct server_extra_option *extra)
+		  const struct server_extra_option *extra, size_t n)
 {
 	fprintf(f, "usage: %s [options]\n"
 		"  --addr A       IPv4 address to listen on (default 127.0.0.1)\n"
 		"  --port N       TCP port, 0 for any free one (default %u)\n"
 		"  --backend B    io_uring, libaio, threads or auto (default auto)\n"
-		"  --mode M       inline, async or hybrid (default inline)\n"
-		"%s", opts->prog, opts->default_port, extra->help);
+		"  --mode M       inline, async or hybrid (default inline)\n",
+		opts->prog, opts->default_port);
+	for (size_t i = 0; i < n; i++)
+		fputs(extra[i].help, f);
 }
 
-void server_parse_args(int argc, char **argv, struct server_opts *opts,
-		       struct server_extra_option *extra)
+/* getopt_long's val for extra[i]: above every character. */
+#define EXTRA_VAL(i)	(0x100 + (int)(i))
+
+void server_parse_args_n(int argc, char **argv, struct server_opts *opts,
+			 struct server_extra_option *extra, size_t n)
 {
-	const struct option longopts[] = {
+	struct option longopts[5 + MAX_EXTRA_OPTIONS + 1] = {
 		{ "addr", required_argument, NULL, 'a' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "backend", required_argument, NULL, 'b' },
 		{ "mode", required_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
-		{ extra->name, required_argument, NULL, 'x' },
-		{ NULL, 0, NULL, 0 },
 	};
 	int opt, ret = 0;
 
-	extra->value = NULL;
+	if (n > MAX_EXTRA_OPTIONS) {
+		fprintf(stderr, "%s: too many options\n", opts->prog);
+		exit(2);
+	}
+	for (size_t i = 0; i < n; i++) {
+		longopts[5 + i] = (struct option){ extra[i].name, required_argument, NULL,
+						   EXTRA_VAL(i) };
+		extra[i].value = NULL;
+	}
 	while (!ret && (opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (opt == 'h') {
-			usage(stdout, opts, extra);
+			usage(stdout, opts, extra, n);
 			exit(0);
 		}
-		if (opt == 'x')
-			extra->value = optarg;
+		if (opt >= EXTRA_VAL(0) && opt < EXTRA_VAL(n))
+			extra[opt - EXTRA_VAL(0)].value = optarg;
 		else
 			ret = parse_option(opts, opt, optarg);
 	}
 	if (ret || optind != argc) {
-		usage(stderr, opts, extra);
+		usage(stderr, opts, extra, n);
 		exit(2);
 	}
+}
+
+void server_parse_args(int argc, char **argv, struct server_opts *opts,
+		       struct server_extra_option *extra)
+{
+	server_parse_args_n(argc, argv, opts, extra, 1);
+}
+
+uint64_t server_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void server_warn_limited(struct server_ratelimit *rl, const char *fmt, ...)
+{
+	uint64_t now = server_now_ms();
+	va_list ap;
+
+	rl->total++;
+	if (now < rl->next_ms)
+		return;
+	rl->next_ms = now + WARN_INTERVAL_MS;
+	fprintf(stderr, "%s: ", prog_name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (%lu so far)\n", rl->total);
 }
 
 /* SIGINT and SIGTERM arrive through a descriptor in the loop instead of
@@ -204,37 +257,183 @@ static int open_descriptors(struct server *srv, const struct server_opts *opts)
 	return 0;
 }
 
+/* afio_create(3): the largest pool it makes. */
+#define POOL_MAX_WORKERS	1024
+
 /* Sizes the context for max_conn connections with one request each. */
 static void size_context(struct afio_config *cfg, unsigned max_conn)
 {
 	cfg->entries = max_conn;
 	/* In async mode a pool worker (threads, and libaio for sockets) waits
 	   in each pending receive; with fewer workers than connections, idle
-	   clients would hold them all while others' sends wait in the queue. */
+	   clients would hold them all while others' sends wait in the queue.
+	   Past the pool's largest size the program has to refuse (echo) or
+	   live with it. */
 	if (cfg->mode == AFIO_MODE_ASYNC && cfg->threads < max_conn)
-		cfg->threads = max_conn;
+		cfg->threads = max_conn < POOL_MAX_WORKERS ? max_conn : POOL_MAX_WORKERS;
 }
 
-int server_start(struct server *srv, const struct server_opts *opts)
+/* AFIO_MODE in the environment may turn the default INLINE into another
+   mode inside afio_create(), and the pool is sized by mode: if it did, the
+   context is made again, sized for the mode in force. */
+static int create_context(struct server *srv, const struct server_opts *opts)
 {
 	struct afio_config cfg = opts->afio;
 	int ret;
 
+	size_context(&cfg, opts->max_conn);
+	ret = afio_create(&srv->ctx, &cfg);
+	if (!ret && afio_mode(srv->ctx) != cfg.mode) {
+		cfg.mode = afio_mode(srv->ctx);
+		afio_destroy(srv->ctx);
+		size_context(&cfg, opts->max_conn);
+		ret = afio_create(&srv->ctx, &cfg);
+	}
+	if (ret)
+		srv->ctx = NULL;
+	return ret;
+}
+
+/* A server holds a descriptor per connection: the soft limit (often 1024)
+   would stop it long before the hard one.  Returns the limit in force. */
+static unsigned long raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return rl.rlim_cur == RLIM_INFINITY ? ULONG_MAX : (unsigned long)rl.rlim_cur;
+}
+
+static unsigned count_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+
+	if (!d)
+		return 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	/* ".", "..", and the directory's own descriptor */
+	return n > 3 ? n - 3 : 0;
+}
+
+static int open_spare(void)
+{
+	return open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+int server_open_context(struct server *srv, const struct server_opts *opts)
+{
+	int ret;
+
 	srv->ctx = NULL;
 	srv->epoll_fd = srv->listen_fd = -1;
+	srv->listen_resume_ms = 0;
+	srv->out_of_fds = (struct server_ratelimit){ 0 };
+	srv->on_tick = NULL;
+	srv->nofile = raise_nofile();
 	/* A peer that goes away mid-send must cost one -EPIPE, not the process. */
 	signal(SIGPIPE, SIG_IGN);
+	srv->spare_fd = open_spare();
 	srv->signal_fd = open_signalfd();
 	if (srv->signal_fd < 0)
 		return report("signalfd", srv->signal_fd);
-	size_context(&cfg, opts->max_conn);
-	ret = afio_create(&srv->ctx, &cfg);
-	if (ret) {
-		srv->ctx = NULL;
+	ret = create_context(srv, opts);
+	if (ret)
 		return report(afio_backend_name(opts->afio.backend), ret);
-	}
 	describe_backend(srv->ctx);
-	return open_descriptors(srv, opts);
+	return 0;
+}
+
+int server_listen(struct server *srv, const struct server_opts *opts)
+{
+	int ret = open_descriptors(srv, opts);
+
+	srv->fds_at_start = count_open_fds();
+	return ret;
+}
+
+int server_start(struct server *srv, const struct server_opts *opts)
+{
+	int ret = server_open_context(srv, opts);
+
+	return ret ? ret : server_listen(srv, opts);
+}
+
+void server_set_tick(struct server *srv, unsigned interval_ms,
+		     void (*on_tick)(struct server *srv))
+{
+	srv->tick_ms = interval_ms ? interval_ms : 1;
+	srv->next_tick_ms = server_now_ms() + srv->tick_ms;
+	srv->on_tick = on_tick;
+}
+
+/* ---- accepting ---- */
+
+static void listen_pause(struct server *srv)
+{
+	struct epoll_event ev = { .events = 0, .data.fd = srv->listen_fd };
+
+	if (!epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev))
+		srv->listen_resume_ms = server_now_ms() + LISTEN_PAUSE_MS;
+}
+
+static void listen_resume(struct server *srv)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = srv->listen_fd };
+
+	if (!epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev))
+		srv->listen_resume_ms = 0;
+}
+
+/*
+ * No descriptor is left for the connection at the head of the backlog.
+ * Left there it would keep the listener readable and the loop spinning;
+ * so the spare descriptor is given up for a moment to take the connection
+ * and close it at once, and the client sees the end of the stream instead
+ * of waiting.  Without a spare (another thread took the descriptor back),
+ * the listener rests instead.  Returns true when one was taken off.
+ */
+static bool next_may_do(int err);
+
+static bool turn_away(struct server *srv, int err)
+{
+	int fd;
+
+	server_warn_limited(&srv->out_of_fds, "accept4: %s: closing new connections "
+			    "at once (RLIMIT_NOFILE %lu)", strerror(err), srv->nofile);
+	if (srv->spare_fd >= 0) {
+		close(srv->spare_fd);
+		fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		err = fd < 0 ? errno : 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	srv->spare_fd = open_spare();
+	if (srv->spare_fd >= 0 && (!err || err == EAGAIN || next_may_do(err)))
+		return !err;
+	listen_pause(srv);
+	return false;
+}
+
+/* Errors of the connection at the head of the backlog, not of the
+   listener (accept(2), "Error handling"): take the next one. */
+static bool next_may_do(int err)
+{
+	switch (err) {
+	case EINTR: case ECONNABORTED: case EPROTO: case ENETDOWN: case ENOPROTOOPT:
+	case EHOSTDOWN: case ENONET: case EHOSTUNREACH: case EOPNOTSUPP: case ENETUNREACH:
+		return true;
+	default:
+		return false;
+	}
 }
 
 static void accept_all(struct server *srv)
@@ -248,13 +447,23 @@ static void accept_all(struct server *srv)
 			srv->on_accept(srv, fd);
 			continue;
 		}
-		if (errno == EINTR || errno == ECONNABORTED)
+		if (errno == EAGAIN)
+			return;
+		if (next_may_do(errno))
 			continue;
-		if (errno != EAGAIN)
-			report("accept4", -errno);
+		if (errno == EMFILE || errno == ENFILE) {
+			if (turn_away(srv, errno))
+				continue;
+			return;
+		}
+		/* ENOBUFS, ENOMEM and the unforeseen: rest, do not spin. */
+		server_warn_limited(&srv->out_of_fds, "accept4: %s", strerror(errno));
+		listen_pause(srv);
 		return;
 	}
 }
+
+/* ---- the loop ---- */
 
 static void say_signal(int signal_fd)
 {
@@ -288,6 +497,40 @@ static bool dispatch(struct server *srv, int fd, int *err)
 	return false;
 }
 
+static bool has_timers(const struct server *srv)
+{
+	return srv->listen_resume_ms || srv->on_tick;
+}
+
+/* epoll_wait's timeout: until the next tick or the listener's return. */
+static int wait_ms(const struct server *srv)
+{
+	uint64_t due = UINT64_MAX, now;
+
+	if (!has_timers(srv))
+		return -1;
+	if (srv->listen_resume_ms)
+		due = srv->listen_resume_ms;
+	if (srv->on_tick && srv->next_tick_ms < due)
+		due = srv->next_tick_ms;
+	now = server_now_ms();
+	if (due <= now)
+		return 0;
+	return due - now > INT_MAX ? INT_MAX : (int)(due - now);
+}
+
+static void run_timers(struct server *srv)
+{
+	uint64_t now = server_now_ms();
+
+	if (srv->listen_resume_ms && now >= srv->listen_resume_ms)
+		listen_resume(srv);
+	if (srv->on_tick && now >= srv->next_tick_ms) {
+		srv->next_tick_ms = now + srv->tick_ms;
+		srv->on_tick(srv);
+	}
+}
+
 int server_run(struct server *srv)
 {
 	struct epoll_event ev[MAX_EVENTS];
@@ -295,13 +538,15 @@ int server_run(struct server *srv)
 	int n, err = 0;
 
 	while (!stop) {
-		n = epoll_wait(srv->epoll_fd, ev, MAX_EVENTS, -1);
+		n = epoll_wait(srv->epoll_fd, ev, MAX_EVENTS, wait_ms(srv));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return report("epoll_wait", -errno);
 		for (int i = 0; i < n && !stop; i++)
 			stop = dispatch(srv, ev[i].data.fd, &err);
+		if (has_timers(srv))
+			run_timers(srv);
 		/* One hand-over for everything this round queued (new connections). */
 		n = afio_submit(srv->ctx);
 		if (n < 0)
@@ -320,5 +565,7 @@ void server_stop(struct server *srv)
 		close(srv->listen_fd);
 	if (srv->signal_fd >= 0)
 		close(srv->signal_fd);
-	srv->epoll_fd = srv->listen_fd = srv->signal_fd = -1;
+	if (srv->spare_fd >= 0)
+		close(srv->spare_fd);
+	srv->epoll_fd = srv->listen_fd = srv->signal_fd = srv->spare_fd = -1;
 }

@@ -8,6 +8,8 @@
 #define EXAMPLE_SERVER_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "asyncfio.h"
 
@@ -23,7 +25,7 @@ struct server_opts {
 /* One option a program takes besides --addr, --port, --backend, --mode. */
 struct server_extra_option {
 	const char *name;		/* takes a value: --name VALUE */
-	const char *help;		/* its line in the usage text */
+	const char *help;		/* its line(s) in the usage text */
 	const char *value;		/* out: what was given, or NULL */
 };
 
@@ -34,9 +36,27 @@ void server_opts_init(struct server_opts *opts, const char *prog, unsigned defau
 void server_parse_args(int argc, char **argv, struct server_opts *opts,
 		       struct server_extra_option *extra);
 
+/* The same with n extra options, extra[0] to extra[n - 1]. */
+void server_parse_args_n(int argc, char **argv, struct server_opts *opts,
+			 struct server_extra_option *extra, size_t n);
+
 /* Parses a decimal count in [min, max]; -EINVAL (with a message) if not. */
 int parse_count(const char *name, const char *arg, unsigned min, unsigned max,
 		unsigned *out);
+
+/*
+ * A message about something that may happen thousands of times a second
+ * (a full descriptor table, refused connections): each occurrence is
+ * counted, and a line goes to stderr at most once a second, with the
+ * count so far.  Zero-initialised.
+ */
+struct server_ratelimit {
+	uint64_t next_ms;
+	unsigned long total;
+};
+
+void server_warn_limited(struct server_ratelimit *rl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 struct server {
 	afio_ctx *ctx;
@@ -46,11 +66,37 @@ struct server {
 	/* Called for every accepted connection; it owns fd from then on. */
 	void (*on_accept)(struct server *srv, int fd);
 	void *priv;
+
+	/* Set up by server_start(); the program only reads them. */
+	unsigned long nofile;		/* RLIMIT_NOFILE in force */
+	unsigned fds_at_start;		/* descriptors open once started */
+
+	/* The loop's own. */
+	int spare_fd;			/* given up to accept when none is left */
+	uint64_t listen_resume_ms;	/* listener paused until then, or 0 */
+	struct server_ratelimit out_of_fds;
+	void (*on_tick)(struct server *srv);
+	unsigned tick_ms;
+	uint64_t next_tick_ms;
 };
 
-/* Blocks SIGINT and SIGTERM, creates the context, listens, and prints
-   "listening on ADDR:PORT" as the first line of stdout.  0 or -errno. */
+/* Raises RLIMIT_NOFILE to its hard limit, blocks SIGINT and SIGTERM,
+   creates the context, listens, and prints "listening on ADDR:PORT" as the
+   first line of stdout.  0 or -errno. */
 int server_start(struct server *srv, const struct server_opts *opts);
+
+/* server_start() in two steps, for a program that looks at the context
+   (its backend and mode) before it listens.  server_stop() undoes either. */
+int server_open_context(struct server *srv, const struct server_opts *opts);
+int server_listen(struct server *srv, const struct server_opts *opts);
+
+/* After server_start(): on_tick(srv) runs from server_run() about every
+   interval_ms, between rounds of events. */
+void server_set_tick(struct server *srv, unsigned interval_ms,
+		     void (*on_tick)(struct server *srv));
+
+/* CLOCK_MONOTONIC in milliseconds. */
+uint64_t server_now_ms(void);
 
 /* Runs the loop until SIGINT or SIGTERM arrives.  0 or -errno. */
 int server_run(struct server *srv);

@@ -7,7 +7,7 @@ set -eu
 pkgs="gcc libc6-dev pkg-config meson ninja-build liburing-dev libaio-dev check groff-base"
 for flag in "$@"; do
 	case $flag in
-	--bench) pkgs="$pkgs fio gnuplot-nox" ;;
+	--bench) pkgs="$pkgs fio gnuplot-nox libuv1-dev" ;;
 	--http) pkgs="$pkgs nginx-light wrk gnuplot-nox python3" ;;
 	*) echo "install-deps.sh: unknown flag $flag (--bench, --http)" >&2; exit 2 ;;
 	esac

@@ -1,0 +1,260 @@
+#!/bin/bash
+# The echo server benchmark (bench/README.md, "Echo server"): afio-echo on
+# every backend and mode, and the plain epoll echo server, against the same
+# load generator, at several connection counts.
+#
+#   bench/echo-bench.sh [--build DIR] [--conns "1 2 100 1000 2000 5000"]
+#                       [--rows "io_uring/inline ... epoll"] [--repeat N]
+#                       [--warmup S] [--duration S] [--size BYTES] [--out DIR]
+#                       [--quiet-wait S]
+#   bench/echo-bench.sh --check [--build DIR] [--out DIR]
+#
+# The server runs on CPU 0 and the client on CPU 1 (taskset).  For each
+# repeat and connection count, every row runs once, in an order that is
+# reversed from one run to the next, so that no row always comes first;
+# each such round holds /tmp/afio-bench.lock, so that no other benchmark
+# runs meanwhile.  Tests and builds do not take that lock: before each
+# run the script waits (up to --quiet-wait seconds) until the CPUs are
+# nearly idle, and echo-bench reports what others took during the run
+# (others_cpu_pct).  Writes OUT/echo-bench.csv (every run),
+# OUT/echo-summary.csv (medians), OUT/echo-bench.png, and prints the tables.
+# --check: a few short runs of every row without the lock, for the test
+# suite; fails unless each one ran (a refusal where async cannot serve the
+# connections counts as running); no figure is judged.
+set -euo pipefail
+
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=$src/build
+conns="1 2 100 1000 2000 5000"
+rows="io_uring/inline io_uring/async io_uring/hybrid libaio/inline libaio/async libaio/hybrid threads/inline threads/async threads/hybrid epoll"
+repeat=3
+warmup=1
+duration=2
+size=1024
+out=
+check=
+quiet_wait=60
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--build) build=$(cd "$2" && pwd); shift 2 ;;
+	--conns) conns=$2; shift 2 ;;
+	--rows) rows=$2; shift 2 ;;
+	--repeat) repeat=$2; shift 2 ;;
+	--warmup) warmup=$2; shift 2 ;;
+	--duration) duration=$2; shift 2 ;;
+	--size) size=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--quiet-wait) quiet_wait=$2; shift 2 ;;
+	--check) check=1 conns="2 1100" repeat=1 warmup=0.1 duration=0.2 quiet_wait=0; shift ;;
+	-h|--help) sed -n '2,26s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	*) echo "echo-bench.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+done
+out=${out:-$build}
+mkdir -p "$out"
+echo_bin=$build/examples/afio-echo
+epoll_bin=$build/bench/epoll-echo-server
+client=$build/bench/echo-bench
+for f in "$echo_bin" "$epoll_bin" "$client"; do
+	[ -x "$f" ] || { echo "echo-bench.sh: $f missing; build first (ninja -C $build)" >&2; exit 2; }
+done
+
+csv=$out/echo-bench.csv
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "server,backend,mode,conns,repeat,req_s,cpu_us_per_req,server_cpu_pct,client_cpu_pct,others_cpu_pct,steal_pct,busy_before_pct,status" > "$csv"
+
+# The first value of key=... in a line of echo-bench output.
+field() {
+	sed -n "s/.* $1=\([^ ]*\).*/\1/p; s/^$1=\([^ ]*\).*/\1/p" <<<"$2" | head -1
+}
+
+# The machine's busy share of all CPUs over half a second, in percent.
+busy_pct() {
+	local a b
+	a=$(head -1 /proc/stat)
+	sleep 0.5
+	b=$(head -1 /proc/stat)
+	echo "$a $b" | awk '{ busy = ($13+$14+$15+$18+$19) - ($2+$3+$4+$7+$8);
+		all = busy + ($16+$17) - ($5+$6); printf "%.0f", all ? 100 * busy / all : 0 }'
+}
+
+# Waits until the CPUs are nearly idle, or quiet_wait seconds have gone.
+wait_quiet() {
+	local start=$SECONDS
+	busy=$(busy_pct)
+	while [ "$busy" -gt 10 ] && [ $((SECONDS - start)) -lt "$quiet_wait" ]; do
+		sleep 1
+		busy=$(busy_pct)
+	done
+}
+
+# run_cell ROW CONNS REPEAT: one server, one client run, one CSV line.
+run_cell() {
+	local row=$1 n=$2 rep=$3 backend=- mode=- server=epoll pid port line status=ok
+	local busy=0
+	[ "$quiet_wait" -gt 0 ] && wait_quiet
+	if [ "$row" = epoll ]; then
+		taskset -c 0 "$epoll_bin" --port 0 >"$tmp/out" 2>"$tmp/err" &
+	else
+		server=afio-echo backend=${row%/*} mode=${row#*/}
+		taskset -c 0 "$echo_bin" --port 0 --backend "$backend" --mode "$mode" \
+			--max-conn "$n" >"$tmp/out" 2>"$tmp/err" &
+	fi
+	pid=$!
+	for _ in $(seq 200); do
+		grep -q '^listening' "$tmp/out" 2>/dev/null && break
+		kill -0 $pid 2>/dev/null || break
+		sleep 0.05
+	done
+	port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$tmp/out")
+	if [ -z "$port" ]; then
+		wait $pid || true
+		# What the server said, as one CSV-safe field.
+		status="refused: $(grep -v ': backend ' "$tmp/err" | head -1 | tr ',' ';')"
+		echo "$server,$backend,$mode,$n,$rep,,,,,,,$busy,$status" >> "$csv"
+		printf '  %-16s %5s conns: %s\n' "$row" "$n" "$status"
+		return
+	fi
+	if line=$(taskset -c 1 timeout 120 "$client" --port "$port" --conns "$n" --size "$size" \
+			--warmup "$warmup" --duration "$duration" --server-pid $pid 2>"$tmp/cerr"); then
+		:
+	else
+		status="failed: $(head -1 "$tmp/cerr" | tr ',' ';')"
+	fi
+	kill -TERM $pid 2>/dev/null || true
+	wait $pid || status="$status; server exit $?"
+	echo "$server,$backend,$mode,$n,$rep,$(field req_s "$line"),$(field cpu_us_per_req "$line"),$(field server_cpu_pct "$line"),$(field client_cpu_pct "$line"),$(field others_cpu_pct "$line"),$(field steal_pct "$line"),$busy,$status" >> "$csv"
+	printf '  %-16s %5s conns: %8s req/s  %6s us/req  server %5s%%  client %5s%%  others %5s%%\n' \
+		"$row" "$n" "$(field req_s "$line")" "$(field cpu_us_per_req "$line")" \
+		"$(field server_cpu_pct "$line")" "$(field client_cpu_pct "$line")" \
+		"$(field others_cpu_pct "$line")"
+}
+
+# The rows of one round, forwards or backwards.
+ordered_rows() {
+	if [ $(($1 % 2)) -eq 0 ]; then
+		echo $rows
+	else
+		echo $rows | tr ' ' '\n' | tac | tr '\n' ' '
+	fi
+}
+
+echo "echo-bench: $(uname -r), $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?'), " \
+     "$size-byte messages, ${warmup}s warm-up + ${duration}s per run, $repeat repeats"
+round=0
+for rep in $(seq "$repeat"); do
+	for n in $conns; do
+		echo "repeat $rep, $n connections"
+		[ -n "$check" ] || { exec 9>/tmp/afio-bench.lock; flock 9; }
+		for row in $(ordered_rows $round); do
+			run_cell "$row" "$n" "$rep"
+		done
+		[ -n "$check" ] || flock -u 9
+		round=$((round + 1))
+	done
+done
+
+# Medians per row and connection count; the ratios to epoll are the
+# medians of the ratios within each round, where both ran back to back.
+python3 - "$csv" "$out/echo-summary.csv" "$tmp/plot.dat" "$conns" "$rows" <<'PY'
+import csv, statistics, sys
+src, dst, plot, conns, rows = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(), sys.argv[5].split()
+runs = {}
+notes = {}
+for r in csv.DictReader(open(src)):
+    row = "epoll" if r["server"] == "epoll" else r["backend"] + "/" + r["mode"]
+    key = (row, r["conns"])
+    if r["status"] == "ok" and r["req_s"]:
+        runs.setdefault(key, {})[r["repeat"]] = (float(r["req_s"]), float(r["cpu_us_per_req"]),
+                                                 float(r["others_cpu_pct"] or 0))
+    else:
+        notes[key] = r["status"]
+
+def med(v):
+    return statistics.median(v) if v else None
+
+summary = {}
+for row in rows:
+    for n in conns:
+        got = runs.get((row, n), {})
+        base = runs.get(("epoll", n), {})
+        req = [v[0] for v in got.values()]
+        cpu = [v[1] for v in got.values()]
+        rreq = [got[k][0] / base[k][0] for k in got if k in base and base[k][0]]
+        rcpu = [got[k][1] / base[k][1] for k in got if k in base and base[k][1]]
+        summary[(row, n)] = (len(req), med(req), min(req, default=None), max(req, default=None),
+                             med(cpu), min(cpu, default=None), max(cpu, default=None),
+                             med(rreq), med(rcpu), notes.get((row, n), "") if not req else "",
+                             max((v[2] for v in got.values()), default=None))
+
+def fmt(v, f):
+    return "" if v is None else f % v
+
+with open(dst, "w") as f:
+    w = csv.writer(f)
+    w.writerow(["row", "conns", "runs", "req_s", "req_s_min", "req_s_max", "cpu_us_per_req",
+                "cpu_min", "cpu_max", "req_s_vs_epoll", "cpu_vs_epoll", "note"])
+    for (row, n), s in summary.items():
+        w.writerow([row, n, s[0], fmt(s[1], "%.0f"), fmt(s[2], "%.0f"), fmt(s[3], "%.0f"),
+                    fmt(s[4], "%.2f"), fmt(s[5], "%.2f"), fmt(s[6], "%.2f"),
+                    fmt(s[7], "%.2f"), fmt(s[8], "%.2f"), s[9]])
+
+def table(title, cell):
+    print("\n" + title + "\n")
+    print("| | " + " | ".join(n + " conns" for n in conns) + " |")
+    print("|---" * (len(conns) + 1) + "|")
+    for row in rows:
+        print("| " + row + " | " + " | ".join(cell(summary[(row, n)]) for n in conns) + " |")
+
+def k(v):
+    return "%.1fk" % (v / 1000) if v is not None else "-"
+
+table("requests/s, median (min-max)",
+      lambda s: "%s (%s-%s)" % (k(s[1]), k(s[2]), k(s[3])) if s[0] else "n/a")
+table("server CPU per request, us, median (min-max)",
+      lambda s: "%.2f (%.2f-%.2f)" % (s[4], s[5], s[6]) if s[0] else "n/a")
+table("against epoll, same round: requests/s ratio, CPU per request ratio (medians)",
+      lambda s: "%.2fx, %.2fx" % (s[7], s[8]) if s[7] is not None else "n/a")
+table("CPU others took during the runs, % of one CPU, the most of any run",
+      lambda s: "%.0f" % s[10] if s[0] else "n/a")
+for (row, n), s in summary.items():
+    if s[9]:
+        print("%s at %s conns: %s" % (row, n, s[9]))
+
+with open(plot, "w") as f:
+    for row in rows:
+        f.write('"%s"\n' % row)
+        for n in conns:
+            s = summary[(row, n)]
+            if s[0]:
+                f.write("%s %.0f %.3f\n" % (n, s[1], s[4]))
+        f.write("\n\n")
+PY
+
+if [ -n "$check" ]; then
+	bad=$(tail -n +2 "$csv" | grep -v ',ok$' | grep -v ',refused: .*at most 1024' || true)
+	[ -z "$bad" ] || { echo "echo-bench.sh: runs that failed:"; echo "$bad"; exit 1; }
+	echo "echo-bench.sh: all $(($(wc -l <"$csv") - 1)) runs ran"
+elif command -v gnuplot >/dev/null; then
+	gnuplot <<-GP
+	set terminal pngcairo size 1200,500 noenhanced
+	set output "$out/echo-bench.png"
+	set multiplot layout 1,2 title "echo, $size-byte messages, server on CPU 0, client on CPU 1 ($(uname -r))"
+	set logscale x
+	set xlabel "connections"
+	set key outside right top vertical
+	set grid
+	set ylabel "requests/s"
+	set yrange [0:*]
+	plot for [i=0:$(($(wc -w <<<"$rows") - 1))] "$tmp/plot.dat" index i using 1:2 with linespoints title columnheader(1)
+	set ylabel "server CPU per request, us"
+	plot for [i=0:$(($(wc -w <<<"$rows") - 1))] "$tmp/plot.dat" index i using 1:3 with linespoints title columnheader(1)
+	unset multiplot
+	GP
+	echo "chart: $out/echo-bench.png"
+else
+	echo "no gnuplot: no chart (scripts/install-deps.sh --bench installs it)"
+fi
+echo "runs: $csv, medians: $out/echo-summary.csv"
