@@ -593,6 +593,7 @@ static void parse_args(int argc, char **argv, struct httpd_opts *o)
 	};
 	int opt, ret = 0;
 
+	memset(o, 0, sizeof(*o));
 	o->addr = "127.0.0.1";
 	o->port = DEFAULT_PORT;
 	o->root = ".";
