@@ -602,15 +602,14 @@ static int wait_ready(struct worker *w, struct afio_req *r, int fd)
  * ASYNC, and accept, connect or sendfile on a socket without O_NONBLOCK,
  * which only a thread that may wait can try (afio_req_sock_flagged()).
  */
-static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r, bool can_try)
+static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
 {
 	struct slot *s = slot_of(w->pool, r);
 	ssize_t n;
 	int ret;
 
 	for (;;) {
-		n = can_try ? afio_req_sock_nowait(r, sock_fd(s, r)) :
-			      afio_req_sock_flagged(r, sock_fd(s, r));
+		n = afio_req_sock_flagged(r, sock_fd(s, r));
 		if (n != -EAGAIN)
 			return n;
 		/* poll() would follow the number, not the file, after each
@@ -626,12 +625,11 @@ static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
 {
 	struct pool *p = w->pool;
 	struct slot *s = slot_of(p, r);
-	bool can_try = afio_sock_can_try(r, sock_fd(s, r));
 	ssize_t n;
 	int ret;
 
-	if (p->mode == AFIO_MODE_ASYNC || !can_try)
-		return sock_wait_xfer(w, r, can_try);
+	if (p->mode == AFIO_MODE_ASYNC || !afio_sock_can_try(r, sock_fd(s, r)))
+		return sock_wait_xfer(w, r);
 	n = afio_req_sock_nowait(r, sock_fd(s, r));
 	if (n != -EAGAIN)
 		return n;
@@ -644,7 +642,7 @@ static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
 	if (ret == -EMFILE || ret == -ENFILE)
 		return afio_partial(r->progress, ret);
 	/* Not pollable or canceled: wait here after all. */
-	return *armed ? 0 : sock_wait_xfer(w, r, true);
+	return *armed ? 0 : sock_wait_xfer(w, r);
 }
 
 static ssize_t perform_file(struct worker *w, struct afio_req *r)

@@ -244,8 +244,9 @@ ssize_t afio_req_run_sync(struct afio_req *r);
    (openat2 with RESOLVE_CACHED, close): its result, or -EAGAIN. */
 ssize_t afio_req_try_sync(struct afio_req *r);
 
-/* afio_req_sock_nowait() for a request afio_sock_can_try() refuses,
-   by a worker that may wait: the socket is O_NONBLOCK for the call. */
+/* afio_req_sock_nowait() for any SOCKET-kind request, by a worker that
+   may wait: where afio_sock_can_try() would refuse it, the socket is
+   O_NONBLOCK for the call. */
 ssize_t afio_req_sock_flagged(struct afio_req *r, int fd);
 
 #endif

@@ -130,11 +130,18 @@ ssize_t afio_req_sock_nowait(struct afio_req *r, int fd)
 	return neg_errno(n);
 }
 
+/* The socket ops that have no MSG_DONTWAIT: only O_NONBLOCK keeps them
+   from blocking. */
+static bool needs_nonblocking_fd(const struct afio_req *r)
+{
+	return r->op == AFIO_OP_ACCEPT || r->op == AFIO_OP_CONNECT || r->op == AFIO_OP_SENDFILE;
+}
+
 bool afio_sock_can_try(const struct afio_req *r, int fd)
 {
 	int fl;
 
-	if (r->op != AFIO_OP_ACCEPT && r->op != AFIO_OP_CONNECT && r->op != AFIO_OP_SENDFILE)
+	if (!needs_nonblocking_fd(r))
 		return true;
 	fl = fcntl(fd, F_GETFL);
 	/* A bad fd is tried, so that it fails at once with EBADF. */
@@ -187,9 +194,12 @@ bool afio_sendfile_cached(const struct afio_req *r)
  */
 ssize_t afio_req_sock_flagged(struct afio_req *r, int fd)
 {
-	int fl = fcntl(fd, F_GETFL);
+	int fl;
 	ssize_t n;
 
+	if (!needs_nonblocking_fd(r))
+		return afio_req_sock_nowait(r, fd);
+	fl = fcntl(fd, F_GETFL);
 	if (fl < 0)
 		return -errno;
 	if ((fl & O_NONBLOCK) || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
