@@ -245,28 +245,32 @@ static int check_async_ceiling(struct echo *echo, bool explicit_max)
 }
 
 /*
- * Descriptors: one per connection; and the thread pool, when a socket
- * must wait in its epoll set (threads, INLINE and HYBRID), holds a dup of
- * it meanwhile.  If that dup finds no descriptor left, a pool worker waits
- * on the socket instead, and a few such idle connections would hold every
- * worker.  So there, connections stop at what the descriptors allow, and
- * everywhere else an accept that finds none left turns the connection
- * away (server.c).
+ * Descriptors: one per connection, and on libaio and the thread pool a
+ * second one while its request waits (the backend's dup of the socket).
+ * On threads in INLINE and HYBRID mode a dup that finds no descriptor
+ * left makes a pool worker wait on the socket instead, and a few such idle
+ * connections would hold every worker: there connections stop at what the
+ * descriptors allow.  Elsewhere a missing dup costs nothing (the request
+ * waits on the application's fd), and an accept that finds no descriptor
+ * left turns the connection away (server.c).
  */
 static void fit_descriptors(struct echo *echo)
 {
 	const struct server *srv = &echo->srv;
-	bool dup_each = afio_backend(srv->ctx) == AFIO_BACKEND_THREADS &&
-			afio_mode(srv->ctx) != AFIO_MODE_ASYNC;
+	enum afio_backend b = afio_backend(srv->ctx);
+	bool dup_each = b != AFIO_BACKEND_IO_URING;
+	bool must_fit = b == AFIO_BACKEND_THREADS && afio_mode(srv->ctx) != AFIO_MODE_ASYNC;
 	unsigned long room = srv->nofile - srv->fds_at_start, fit;
 
-	fit = dup_each ? (room > FD_RESERVE ? (room - FD_RESERVE) / 2 : 0) : room;
+	fit = room > FD_RESERVE ? room - FD_RESERVE : 0;
+	if (dup_each)
+		fit /= 2;
 	if (fit >= echo->max_conn)
 		return;
 	fprintf(stderr, "afio-echo: RLIMIT_NOFILE %lu leaves room for %lu connections "
 		"here%s, fewer than --max-conn %u\n", srv->nofile, fit,
-		dup_each ? " (2 descriptors each)" : "", echo->max_conn);
-	if (dup_each)
+		dup_each ? " while all of them wait (2 descriptors each)" : "", echo->max_conn);
+	if (must_fit)
 		echo->max_conn = fit ? (unsigned)fit : 1;
 }
 
