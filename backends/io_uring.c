@@ -33,7 +33,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -62,10 +61,18 @@
 #define UD_RESERVED	UINT64_MAX	/* low half never a slot index */
 #define UD_CANCEL	(1ull << 31)	/* in a cancel's user_data; slots are fewer */
 #define UD_SPLICE_IN	(1ull << 30)	/* sendfile's splice from the file */
-#define UD_INDEX	0x3fffffffu
+#define UD_RETRY	(1ull << 29)	/* a timer to cancel the slot's request again */
+#define UD_INDEX	0x1fffffffu
+#define RETRY_NS	1000000		/* how long that timer waits */
 #define REAP_BATCH	64
 #define SQPOLL_WAIT_MS	10
 #define MAX_RING	32768u		/* the kernel's IORING_MAX_ENTRIES */
+#define MAX_CQ		(2 * MAX_RING)	/* and its IORING_MAX_CQ_ENTRIES */
+/* CQEs a request in the ring may make the kernel owe beyond its own: the
+   answer to a cancel and a retry timer; and a few spare for liburing's own
+   timeout and a cancel asked twice. */
+#define CQES_BESIDE_REQ	2
+#define CQE_SPARE	8
 #define MAX_RW		0x7ffff000u	/* the kernel's MAX_RW_COUNT */
 
 /*
@@ -82,6 +89,7 @@ static const struct {
 	unsigned flag;
 	const char *name;
 } setup_flags[] = {
+	{ IORING_SETUP_CQSIZE, "CQSIZE" },		/* 5.5 */
 	{ IORING_SETUP_SUBMIT_ALL, "SUBMIT_ALL" },	/* 5.18 */
 	{ IORING_SETUP_COOP_TASKRUN, "COOP_TASKRUN" },	/* 5.19 */
 	{ IORING_SETUP_TASKRUN_FLAG, "TASKRUN_FLAG" },	/* 5.19 */
@@ -102,13 +110,16 @@ struct uring_op {
 struct uring {
 	struct io_uring ring;
 	struct afio_req **reqs;		/* by slot index, while in the ring */
-	uint64_t *cancels;		/* user_data to cancel, waiting for an SQE */
+	uint64_t *cancels;		/* cancels and retry timers waiting for an SQE */
 	bool *cancel_waits;		/* by slot index: its request is in cancels */
+	bool *retry_armed;		/* by slot index: a retry timer waits or runs */
 	unsigned ncancels;
+	struct __kernel_timespec retry_after;
 	unsigned nslots;
 	unsigned flags;			/* setup flags in force */
 	unsigned cq_entries;
-	bool nodrop;
+	unsigned cqes_owed;		/* SQEs taken whose CQE is not yet reaped */
+	bool dropped;			/* the kernel said it dropped completions */
 	bool has_op[AFIO_OP_COUNT];
 	bool has_cancel;
 	bool has_poll;
@@ -117,6 +128,10 @@ struct uring {
 	struct __kernel_timespec *timespecs;	/* by slot index: a TIMEOUT's */
 	struct sendfile_state *sendfiles;	/* by slot index */
 	struct afio_reqq next_steps;	/* sendfiles whose next SQE waits for room */
+	struct afio_reqq pipe_waiters;	/* sendfiles that wait for a pipe */
+	unsigned pipes_out;		/* pipes sendfiles hold now */
+	struct afio_reqq again;		/* canceled by the exit of their thread */
+	pid_t *submitters;		/* by slot index: the thread that submitted it */
 	int (*spare_pipes)[2];		/* emptied pipes, for the next sendfile */
 	unsigned nspare;
 };
@@ -129,6 +144,9 @@ static unsigned ring_size(const struct afio_config *cfg)
 
 	if (!n)
 		n = cfg->entries && cfg->entries < 256 ? cfg->entries : 256;
+	/* A sendfile's chain takes two SQEs at once. */
+	if (n < 2)
+		n = 2;
 	return n < MAX_RING ? n : MAX_RING;
 }
 
@@ -158,6 +176,23 @@ static bool drop_newest(unsigned *flags)
 	return false;
 }
 
+/*
+ * A CQ that holds every completion the requests in flight can owe at once
+ * (cq_has_room()), so that none waits on the kernel's overflow list, which
+ * is allocated atomically and drops completions when that fails.  Up to
+ * the kernel's limit; past it requests wait for room in the core's queue.
+ */
+static unsigned cq_size(const struct afio_config *cfg)
+{
+	uint64_t want = (uint64_t)(cfg->entries ? cfg->entries : 256) * (1 + CQES_BESIDE_REQ) +
+			CQE_SPARE;
+	unsigned n = 2 * ring_size(cfg);
+
+	while (n < want && n < MAX_CQ)
+		n *= 2;
+	return n < MAX_CQ ? n : MAX_CQ;
+}
+
 static int ring_setup(struct io_uring *ring, const struct afio_config *cfg)
 {
 	struct io_uring_params p;
@@ -167,6 +202,7 @@ static int ring_setup(struct io_uring *ring, const struct afio_config *cfg)
 	for (;;) {
 		memset(&p, 0, sizeof(p));
 		p.flags = flags;
+		p.cq_entries = cq_size(cfg);
 		if (flags & IORING_SETUP_SQPOLL)
 			p.sq_thread_idle = 100;	/* ms before the poller sleeps */
 		ret = io_uring_queue_init_params(ring_size(cfg), ring, &p);
@@ -432,14 +468,16 @@ static void prep_recvmsg(struct uring *u, struct io_uring_sqe *sqe, struct afio_
 }
 
 /* The kernel reads the timespec when it takes the SQE, which with SQPOLL
-   is later: it lives in the slot. */
+   is later: it lives in the slot.  The deadline is absolute, on
+   CLOCK_MONOTONIC (the kernel's default clock for timeouts), since the
+   call that queued it. */
 static void prep_timeout(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
 	struct __kernel_timespec *ts = &u->timespecs[r->index];
 
 	ts->tv_sec = (long long)(r->off / 1000000000u);
 	ts->tv_nsec = (long long)(r->off % 1000000000u);
-	io_uring_prep_timeout(sqe, ts, 0, 0);
+	io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
 }
 
 static void prep_openat(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
@@ -586,9 +624,19 @@ static int wait_sq_room(struct uring *u)
 
 /* A free SQE, submitting what is queued to make room; NULL when the
    kernel takes no more for now. */
-static struct io_uring_sqe *get_sqe(struct uring *u)
+/* Every SQE we make posts one CQE (none is multishot). */
+static struct io_uring_sqe *take_sqe(struct uring *u)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+
+	if (sqe)
+		u->cqes_owed++;
+	return sqe;
+}
+
+static struct io_uring_sqe *get_sqe(struct uring *u)
+{
+	struct io_uring_sqe *sqe = take_sqe(u);
 
 	if (sqe)
 		return sqe;
@@ -596,11 +644,33 @@ static struct io_uring_sqe *get_sqe(struct uring *u)
 		return NULL;
 	if ((u->flags & IORING_SETUP_SQPOLL) && wait_sq_room(u))
 		return NULL;
-	return io_uring_get_sqe(&u->ring);
+	return take_sqe(u);
 }
 
-/* Turns waiting cancels into SQEs, oldest first; those whose request has
-   finished meanwhile are dropped. */
+/* An entry of the cancels list whose request has finished: dropped. */
+static bool cancel_is_stale(struct uring *u, uint64_t ud)
+{
+	if (in_ring(u, ud))
+		return false;
+	if (ud & UD_RETRY)
+		u->retry_armed[(uint32_t)ud & UD_INDEX] = false;
+	return true;
+}
+
+static void prep_cancel(struct uring *u, struct io_uring_sqe *sqe, uint64_t ud)
+{
+	if (ud & UD_RETRY) {
+		io_uring_prep_timeout(sqe, &u->retry_after, 0, 0);
+		io_uring_sqe_set_data64(sqe, ud);
+		return;
+	}
+	io_uring_prep_cancel64(sqe, ud, 0);
+	io_uring_sqe_set_data64(sqe, ud | UD_CANCEL);
+	u->cancel_waits[(uint32_t)ud & UD_INDEX] = false;
+}
+
+/* Turns waiting cancels and retry timers into SQEs, oldest first; those
+   whose request has finished meanwhile are dropped. */
 static void push_cancels(struct uring *u)
 {
 	struct io_uring_sqe *sqe;
@@ -609,23 +679,35 @@ static void push_cancels(struct uring *u)
 
 	for (; done < u->ncancels; done++) {
 		ud = u->cancels[done];
-		if (!in_ring(u, ud))
+		if (cancel_is_stale(u, ud))
 			continue;
 		sqe = get_sqe(u);
 		if (!sqe)
 			break;
-		io_uring_prep_cancel64(sqe, ud, 0);
-		io_uring_sqe_set_data64(sqe, ud | UD_CANCEL);
-		u->cancel_waits[(uint32_t)ud & UD_INDEX] = false;
+		prep_cancel(u, sqe, ud);
 	}
 	u->ncancels -= done;
 	memmove(u->cancels, u->cancels + done, u->ncancels * sizeof(*u->cancels));
 }
 
-static bool ring_has_room(const struct uring *u, const struct afio_engine *e)
+/* Room in the CQ for r and for what each request in the ring may still
+   owe beside its own CQE (see cq_size()). */
+static bool cq_has_room(const struct uring *u, const struct afio_engine *e,
+			const struct afio_req *r)
 {
-	/* Without NODROP a CQE that does not fit is lost: stay within the CQ. */
-	return u->nodrop || e->handed < u->cq_entries;
+	uint64_t need = (uint64_t)u->cqes_owed + (r->op == AFIO_OP_SENDFILE ? 2 : 1) +
+			(uint64_t)CQES_BESIDE_REQ * (e->handed + 1) + CQE_SPARE;
+
+	return need <= u->cq_entries;
+}
+
+static pid_t self_tid(void)
+{
+	static __thread pid_t tid;
+
+	if (!tid)
+		tid = gettid();
+	return tid;
 }
 
 /* ---- sendfile: file -> pipe -> socket, all in the kernel ---- */
@@ -638,8 +720,11 @@ static bool ring_has_room(const struct uring *u, const struct afio_engine *e)
  * further splices, after a poll for room where the socket said EAGAIN, so
  * a pipe goes back to the spares empty.  The request completes once none of
  * its SQEs is in the ring; its result is what reached the socket.
+ *
+ * Pipes cost two fds each: a few empty ones are kept, and a sendfile that
+ * finds none to be had waits for one another sendfile gives back.
  */
-enum sf_step { SF_CHAIN, SF_OUT, SF_POLL };
+enum sf_step { SF_CHAIN, SF_OUT, SF_POLL, SF_RESTART };
 
 struct sendfile_state {
 	int pipe[2];
@@ -649,9 +734,11 @@ struct sendfile_state {
 	int last_res;		/* the last splice out, or the poll */
 	uint8_t pending;	/* its SQEs in the ring */
 	uint8_t step;
+	bool lost;		/* a step the kernel dropped when its submitter exited */
 };
 
 #define SENDFILE_PIPE_SIZE	(1u << 20)
+#define SPARE_PIPES		16
 
 static int get_pipe(struct uring *u, struct sendfile_state *sf)
 {
@@ -662,6 +749,7 @@ static int get_pipe(struct uring *u, struct sendfile_state *sf)
 		sf->pipe[0] = u->spare_pipes[u->nspare][0];
 		sf->pipe[1] = u->spare_pipes[u->nspare][1];
 	} else if (pipe2(sf->pipe, O_CLOEXEC | O_NONBLOCK)) {
+		sf->pipe[0] = sf->pipe[1] = -1;
 		return -errno;
 	} else {
 		/* A larger pipe moves a large file in fewer round trips; the
@@ -670,6 +758,7 @@ static int get_pipe(struct uring *u, struct sendfile_state *sf)
 	}
 	size = fcntl(sf->pipe[1], F_GETPIPE_SZ);
 	sf->pipe_size = size > 0 ? (unsigned)size : 65536;
+	u->pipes_out++;
 	return 0;
 }
 
@@ -677,7 +766,10 @@ static int get_pipe(struct uring *u, struct sendfile_state *sf)
    (a request that stopped early) is closed. */
 static void put_pipe(struct uring *u, struct sendfile_state *sf)
 {
-	if (!sf->in_pipe && u->nspare < u->nslots) {
+	if (sf->pipe[0] < 0)
+		return;
+	u->pipes_out--;
+	if (!sf->in_pipe && u->nspare < SPARE_PIPES) {
 		u->spare_pipes[u->nspare][0] = sf->pipe[0];
 		u->spare_pipes[u->nspare][1] = sf->pipe[1];
 		u->nspare++;
@@ -709,11 +801,11 @@ static bool sendfile_start(struct uring *u, struct afio_req *r)
 	    io_uring_sq_space_left(&u->ring) < 2))
 		return false;
 	n = (unsigned)(r->len < sf->pipe_size ? r->len : sf->pipe_size);
-	in = io_uring_get_sqe(&u->ring);
+	in = take_sqe(u);
 	io_uring_prep_splice(in, r->fd2, (int64_t)r->off, sf->pipe[1], -1, n, 0);
 	io_uring_sqe_set_flags(in, IOSQE_IO_LINK);
 	io_uring_sqe_set_data64(in, ud_of(r) | UD_SPLICE_IN);
-	out = io_uring_get_sqe(&u->ring);
+	out = take_sqe(u);
 	io_uring_prep_splice(out, sf->pipe[0], -1, r->fd, -1, n, 0);
 	io_uring_sqe_set_data64(out, ud_of(r));
 	sf->in_pipe = 0;
@@ -724,12 +816,17 @@ static bool sendfile_start(struct uring *u, struct afio_req *r)
 	return true;
 }
 
-/* The next splice out, or the poll before it; false when the SQ is full. */
+/* The next splice out, the poll before it, or the chain again; false when
+   the SQ is full. */
 static bool sendfile_step(struct uring *u, struct afio_req *r)
 {
 	struct sendfile_state *sf = &u->sendfiles[r->index];
-	struct io_uring_sqe *sqe = get_sqe(u);
+	struct io_uring_sqe *sqe;
 
+	u->submitters[r->index] = self_tid();
+	if (sf->step == SF_RESTART)
+		return sendfile_start(u, r);
+	sqe = get_sqe(u);
 	if (!sqe)
 		return false;
 	if (sf->step == SF_POLL)
@@ -747,6 +844,29 @@ static void push_next_steps(struct uring *u)
 
 	while ((r = u->next_steps.head) && sendfile_step(u, r))
 		afio_reqq_pop(&u->next_steps);
+	while ((r = u->pipe_waiters.head) && !get_pipe(u, &u->sendfiles[r->index])) {
+		if (!sendfile_start(u, r)) {
+			put_pipe(u, &u->sendfiles[r->index]);
+			break;
+		}
+		afio_reqq_pop(&u->pipe_waiters);
+	}
+}
+
+/* No fd for a pipe: wait for one a sendfile in flight gives back, or,
+   with none in flight, let the pool do it (sendfile(2) needs no fd). */
+static bool wait_for_pipe(struct afio_engine *e, struct afio_req *r)
+{
+	struct uring *u = e->priv;
+
+	if (!u->pipes_out)
+		return false;
+	afio_engine_take(e, r);
+	u->reqs[r->index] = r;
+	u->submitters[r->index] = self_tid();
+	u->sendfiles[r->index].pending = 0;
+	afio_reqq_push(&u->pipe_waiters, r);
+	return true;
 }
 
 static void sendfile_finish(struct uring *u, struct afio_req *r)
@@ -762,6 +882,10 @@ static void sendfile_finish(struct uring *u, struct afio_req *r)
 		res = sf->in_res;
 	else
 		res = sf->last_res;
+	/* splice(2) refuses a file it cannot read at an offset with EINVAL,
+	   where sendfile(2) says ESPIPE. */
+	if (res == -EINVAL && lseek(r->fd2, 0, SEEK_CUR) < 0 && errno == ESPIPE)
+		res = -ESPIPE;
 	put_pipe(u, sf);
 	u->reqs[r->index] = NULL;
 	u->cancel_waits[r->index] = false;
@@ -775,6 +899,12 @@ static void sendfile_next(struct uring *u, struct afio_req *r)
 	struct sendfile_state *sf = &u->sendfiles[r->index];
 	int res = sf->last_res;
 
+	if (sf->lost && !r->cancel) {
+		sf->lost = false;
+		sf->step = sf->in_pipe ? SF_OUT : SF_RESTART;
+		afio_reqq_push(&u->next_steps, r);
+		return;
+	}
 	if (r->cancel || !sf->in_pipe ||
 	    (res < 0 && res != -EAGAIN && !(sf->step == SF_CHAIN && res == -ECANCELED))) {
 		sendfile_finish(u, r);
@@ -789,7 +919,12 @@ static void sendfile_cqe(struct uring *u, struct afio_req *r, uint64_t ud, int r
 	struct sendfile_state *sf = &u->sendfiles[r->index];
 
 	sf->pending--;
-	if (ud & UD_SPLICE_IN) {
+	/* Its submitter exited and the kernel dropped the step: it is done
+	   again, as submit_again() does for a whole request. */
+	if (res == -ECANCELED && !r->cancel && !(u->flags & IORING_SETUP_SQPOLL) &&
+	    u->submitters[r->index] != self_tid())
+		sf->lost = true;
+	else if (ud & UD_SPLICE_IN) {
 		sf->in_res = res;
 		if (res > 0)
 			sf->in_pipe += (unsigned)res;
@@ -818,10 +953,13 @@ static bool sqe_fits(const struct afio_req *r)
  * than the copy-free transfer itself for small files; a non-blocking
  * socket and a file whose pages are all cached let sendfile(2) do it here
  * without waiting, as the kernel tries other requests in the submitter.
- * false when it must go the long way (it would block, or it did).
+ * false when it must go the long way (it would block, or it did).  r is
+ * q's head, and leaves q before it is done: afio_req_done() links it into
+ * another queue, which would cut q behind it.
  */
-static bool sendfile_inline(struct uring *u, struct afio_req *r)
+static bool sendfile_inline(struct uring *u, struct afio_reqq *q)
 {
+	struct afio_req *r = q->head;
 	ssize_t n;
 
 	if (u->mode != AFIO_MODE_INLINE || !afio_sock_can_try(r, r->fd) ||
@@ -830,9 +968,57 @@ static bool sendfile_inline(struct uring *u, struct afio_req *r)
 	n = afio_req_sock_nowait(r, r->fd);
 	if (n == -EAGAIN)
 		return false;
+	afio_reqq_pop(q);
 	afio_count_nowait(r->ctx);
 	afio_req_done(r, n);
 	return true;
+}
+
+/*
+ * The kernel would read or write the context's own eventfd as read(2) and
+ * write(2) do (afio_read(3)): a read would wait for, and then take, the
+ * wake-ups meant for the program.  The other backends give -ESPIPE, as
+ * pread(2) does; so does this one, for the price of a compare.
+ */
+static bool is_own_eventfd(const struct afio_engine *e, const struct afio_req *r)
+{
+	return afio_op_kind(r->op) == AFIO_KIND_FILE_RW && r->fd == afio_ctx_eventfd(e->ctx);
+}
+
+/* ---- requests of a thread that exited ---- */
+
+
+/*
+ * io_uring cancels what a thread submitted when the thread exits: at once
+ * what io-wq had not started, and a request waiting by poll once its file
+ * is ready (it completes then without the task).  Such a -ECANCELED,
+ * asked for by nobody and reaped by another thread than the one that
+ * submitted, means the request did nothing: it goes again, from this
+ * thread, as on the other backends, where a thread's exit changes nothing.
+ * A timer would start over and a connect may be under way: they keep the
+ * -ECANCELED.  Reaped by its own submitter it is the kernel's own answer
+ * (no io-wq worker could be started), and stays.
+ */
+static bool submit_again(struct uring *u, struct afio_req *r, ssize_t res)
+{
+	if (res != -ECANCELED || r->cancel || (u->flags & IORING_SETUP_SQPOLL) ||
+	    r->op == AFIO_OP_TIMEOUT || r->op == AFIO_OP_CONNECT ||
+	    u->submitters[r->index] == self_tid())
+		return false;
+	afio_reqq_push(&u->again, r);
+	return true;
+}
+
+static void push_again(struct uring *u)
+{
+	struct io_uring_sqe *sqe;
+	struct afio_req *r;
+
+	while ((r = u->again.head) && (sqe = get_sqe(u))) {
+		afio_reqq_pop(&u->again);
+		prep(u, sqe, r);
+		u->submitters[r->index] = self_tid();
+	}
 }
 
 static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
@@ -843,22 +1029,27 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 	int n = 0, ret;
 
 	while ((r = q->head)) {
+		if (is_own_eventfd(e, r)) {
+			afio_req_done(afio_reqq_pop(q), -ESPIPE);
+			n++;
+			continue;
+		}
 		if (!u->has_op[r->op] || !sqe_fits(r)) {
 			afio_route_to_pool(e, afio_reqq_pop(q));
 			n++;
 			continue;
 		}
-		if (!ring_has_room(u, e))
+		if (!cq_has_room(u, e, r))
 			break;
-		if (r->op == AFIO_OP_SENDFILE && sendfile_inline(u, r)) {
-			afio_reqq_pop(q);
+		if (r->op == AFIO_OP_SENDFILE && sendfile_inline(u, q)) {
 			n++;
 			continue;
 		}
 		if (r->op == AFIO_OP_SENDFILE) {
 			if (get_pipe(u, &u->sendfiles[r->index])) {
-				/* No fd for a pipe: the pool needs none. */
-				afio_route_to_pool(e, afio_reqq_pop(q));
+				afio_reqq_pop(q);
+				if (!wait_for_pipe(e, r))
+					afio_route_to_pool(e, r);
 				n++;
 				continue;
 			}
@@ -874,8 +1065,10 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 		afio_reqq_pop(q);
 		afio_engine_take(e, r);
 		u->reqs[r->index] = r;
+		u->submitters[r->index] = self_tid();
 		n++;
 	}
+	push_again(u);
 	push_next_steps(u);
 	push_cancels(u);
 	ret = push_sq(u);
@@ -888,6 +1081,7 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 /* ---- completions ---- */
 
 static void cancel_answered(struct uring *u, uint64_t ud, int res);
+static void retry_due(struct uring *u, uint32_t index);
 
 static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 {
@@ -899,8 +1093,13 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 
 	if (ud == UD_RESERVED)
 		return;		/* liburing's own timeout */
+	u->cqes_owed--;
 	if (ud & UD_CANCEL) {
 		cancel_answered(u, ud & ~UD_CANCEL, cqe->res);
+		return;
+	}
+	if (ud & UD_RETRY) {
+		retry_due(u, index);
 		return;
 	}
 	if (index >= u->nslots)
@@ -912,6 +1111,8 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 		sendfile_cqe(u, r, ud, cqe->res);
 		return;
 	}
+	if (submit_again(u, r, res))
+		return;
 	u->reqs[index] = NULL;
 	u->cancel_waits[index] = false;
 	/* A canceled socket request that io-wq had started ends with -EINTR. */
@@ -956,6 +1157,7 @@ static void uring_reap(struct afio_engine *e)
 			break;
 	}
 	/* Room in the CQ again: what an -EBUSY left in the SQ can go now. */
+	push_again(u);
 	push_next_steps(u);
 	push_cancels(u);
 	push_sq(u);
@@ -973,6 +1175,22 @@ static void recancel(struct uring *u)
 	for (unsigned i = 0; i < u->nslots; i++)
 		if (u->reqs[i] && u->reqs[i]->cancel)
 			queue_cancel(u, cancel_target(u, u->reqs[i]));
+}
+
+/* Sleeps until a CQE is posted (the eventfd is registered with the ring),
+   at most timeout_ms, and clears the eventfd for the next one. */
+static int wait_on_eventfd(struct afio_engine *e, int timeout_ms)
+{
+	struct uring *u = e->priv;
+	struct pollfd pfd = { .fd = afio_ctx_eventfd(e->ctx), .events = POLLIN };
+	uint64_t v;
+
+	if (io_uring_cq_ready(&u->ring))
+		return 0;
+	if (poll(&pfd, 1, timeout_ms) < 0)
+		return -errno;
+	(void)!read(pfd.fd, &v, sizeof(v));
+	return 0;
 }
 
 static int uring_wait(struct afio_engine *e, int timeout_ms)
@@ -995,11 +1213,21 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 		ts.tv_nsec = (long long)(timeout_ms % 1000) * 1000000;
 		tsp = &ts;
 	}
+	push_again(u);
 	push_next_steps(u);
 	push_cancels(u);
+	if (u->dropped)
+		return wait_on_eventfd(e, timeout_ms);
 	ret = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, tsp, NULL);
 	if (ret == -EBUSY) {
 		/* Overflowed: completions are waiting, the core reaps them. */
+		return 0;
+	}
+	if (ret == -EBADR) {
+		/* Dropped completions, which cq_has_room() keeps from
+		   happening: the kernel says so at every wait from now on,
+		   so wait on what still works. */
+		u->dropped = true;
 		return 0;
 	}
 	return ret < 0 ? ret : 0;
@@ -1007,17 +1235,24 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 
 /* ---- cancel ---- */
 
-/* A full list holds at least one cancel whose request has finished (each
-   request in the ring has one at most, see queue_cancel()): make room by
-   dropping those. */
+/* A full list holds at least one entry whose request has finished (each
+   request in the ring has one cancel and one retry timer in it at most,
+   see queue_cancel() and queue_retry()): make room by dropping those. */
 static void drop_stale_cancels(struct uring *u)
 {
 	unsigned kept = 0;
 
 	for (unsigned i = 0; i < u->ncancels; i++)
-		if (in_ring(u, u->cancels[i]))
+		if (!cancel_is_stale(u, u->cancels[i]))
 			u->cancels[kept++] = u->cancels[i];
 	u->ncancels = kept;
+}
+
+static void queue_entry(struct uring *u, uint64_t entry)
+{
+	if (u->ncancels == 2 * u->nslots)
+		drop_stale_cancels(u);
+	u->cancels[u->ncancels++] = entry;
 }
 
 /* ud is in the ring.  A second cancel for it while one waits would ask
@@ -1029,23 +1264,36 @@ static void queue_cancel(struct uring *u, uint64_t ud)
 
 	if (u->cancel_waits[index])
 		return;
-	if (u->ncancels == u->nslots)
-		drop_stale_cancels(u);
-	u->cancels[u->ncancels++] = ud;
+	queue_entry(u, ud);
 	u->cancel_waits[index] = true;
 }
 
-/* Whether r, once running in io-wq, may go on to wait by poll: anything but
-   fsync and I/O on a regular file or block device. */
-static bool may_wait_by_poll(const struct afio_req *r)
+/* ud is in the ring: cancel it again after RETRY_NS.  The timer belongs to
+   the slot, not to the request: whatever request holds the slot when it
+   fires is asked again if it was canceled (see retry_due()). */
+static void queue_retry(struct uring *u, uint64_t ud)
 {
-	struct stat st;
+	uint32_t index = (uint32_t)ud & UD_INDEX;
 
-	if (r->op == AFIO_OP_FSYNC)
-		return false;
-	if (fstat(r->fd, &st) < 0)
-		return true;
-	return !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode);
+	if (u->retry_armed[index])
+		return;
+	queue_entry(u, (ud & ~UD_SPLICE_IN) | UD_RETRY);
+	u->retry_armed[index] = true;
+}
+
+static void retry_due(struct uring *u, uint32_t index)
+{
+	struct afio_req *r;
+
+	if (index >= u->nslots)
+		return;
+	u->retry_armed[index] = false;
+	r = u->reqs[index];
+	if (!r || !r->cancel)
+		return;
+	queue_cancel(u, cancel_target(u, r));
+	if (u->flags & IORING_SETUP_SQPOLL)
+		queue_retry(u, ud_of(r));
 }
 
 /*
@@ -1054,16 +1302,37 @@ static bool may_wait_by_poll(const struct afio_req *r)
  * goes on to arm a poll, and there the request would wait, uncanceled, for
  * good.  With SQPOLL the cancel can even miss it on its way there and
  * answer -ENOENT.  So ask again while its completion has not been seen: a
- * poll wait is found and ended.  A file request in io-wq simply finishes.
+ * poll wait is found and ended.
+ *
+ * Whether a request can wait by poll follows from what it is, never from
+ * what its fd number names now: the program may have closed the fd and
+ * the number may be another file (asyncfio(7), CLOSING A DESCRIPTOR).
+ * A socket request soon waits by poll: ask again at once.  A read or write
+ * may be on a regular file, which io-wq simply finishes, or on a pipe,
+ * which waits by poll: ask again after a short timer, whose completion
+ * also wakes a program that sleeps on the eventfd, rather than spin for as
+ * long as a disk read takes.  fsync, paths and the like never wait by poll.
  */
 static void cancel_answered(struct uring *u, uint64_t ud, int res)
 {
+	struct afio_req *r;
+
 	if ((res != -EALREADY && res != -ENOENT) || !in_ring(u, ud))
 		return;
-	struct afio_req *r = u->reqs[(uint32_t)ud & UD_INDEX];
-
-	if (may_wait_by_poll(r))
+	r = u->reqs[(uint32_t)ud & UD_INDEX];
+	switch (afio_op_kind(r->op)) {
+	case AFIO_KIND_SOCKET:
 		queue_cancel(u, cancel_target(u, r));
+		break;
+	case AFIO_KIND_FILE_RW:
+		if (u->has_op[AFIO_OP_TIMEOUT])
+			queue_retry(u, ud);
+		else
+			queue_cancel(u, cancel_target(u, r));
+		break;
+	default:
+		break;
+	}
 }
 
 /*
@@ -1077,13 +1346,26 @@ static void uring_cancel(struct afio_engine *e, struct afio_req *r)
 
 	/* Between two steps nothing of it is in the ring: it stops here. */
 	if (r->op == AFIO_OP_SENDFILE && !u->sendfiles[r->index].pending) {
-		afio_reqq_remove(&u->next_steps, r);
+		if (afio_reqq_remove(&u->next_steps, r))
+			afio_reqq_remove(&u->pipe_waiters, r);
 		sendfile_finish(u, r);
+		return;
+	}
+	/* Waiting to go again: nothing of it is in the kernel. */
+	if (!afio_reqq_remove(&u->again, r)) {
+		u->reqs[r->index] = NULL;
+		afio_req_done(r, afio_req_stopped(r, -ECANCELED));
 		return;
 	}
 	if (!u->has_cancel)
 		return;
 	queue_cancel(u, cancel_target(u, r));
+	/* With SQPOLL a cancel can miss a request on its way to a poll wait
+	   and no CQE comes to say so: ask again on a timer until it
+	   completes, which wakes a program that sleeps on the eventfd as
+	   recancel() serves one that waits in afio_poll(). */
+	if ((u->flags & IORING_SETUP_SQPOLL) && u->has_op[AFIO_OP_TIMEOUT])
+		queue_retry(u, ud_of(r));
 	push_cancels(u);
 	push_sq(u);
 }
@@ -1102,6 +1384,8 @@ static void free_uring(struct uring *u)
 	free(u->reqs);
 	free(u->cancels);
 	free(u->cancel_waits);
+	free(u->retry_armed);
+	free(u->submitters);
 	free(u);
 }
 
@@ -1130,14 +1414,21 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 		return -ENOMEM;
 	u->nslots = afio_ctx_entries(e->ctx);
 	u->reqs = calloc(u->nslots, sizeof(*u->reqs));
-	u->cancels = calloc(u->nslots, sizeof(*u->cancels));
+	u->cancels = calloc(2 * (size_t)u->nslots, sizeof(*u->cancels));
 	u->cancel_waits = calloc(u->nslots, sizeof(*u->cancel_waits));
+	u->retry_armed = calloc(u->nslots, sizeof(*u->retry_armed));
+	u->submitters = calloc(u->nslots, sizeof(*u->submitters));
+	u->retry_after.tv_nsec = RETRY_NS;
 	u->timespecs = calloc(u->nslots, sizeof(*u->timespecs));
 	u->sendfiles = calloc(u->nslots, sizeof(*u->sendfiles));
-	u->spare_pipes = calloc(u->nslots, sizeof(*u->spare_pipes));
+	u->spare_pipes = calloc(SPARE_PIPES, sizeof(*u->spare_pipes));
 	afio_reqq_init(&u->next_steps);
-	if (!u->reqs || !u->cancels || !u->cancel_waits || !u->timespecs || !u->sendfiles ||
-	    !u->spare_pipes) {
+	afio_reqq_init(&u->pipe_waiters);
+	for (unsigned i = 0; u->sendfiles && i < u->nslots; i++)
+		u->sendfiles[i].pipe[0] = u->sendfiles[i].pipe[1] = -1;
+	afio_reqq_init(&u->again);
+	if (!u->reqs || !u->cancels || !u->cancel_waits || !u->retry_armed || !u->submitters ||
+	    !u->timespecs || !u->sendfiles || !u->spare_pipes) {
 		free_uring(u);
 		return -ENOMEM;
 	}
@@ -1150,7 +1441,6 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 	}
 	u->flags = u->ring.flags;
 	u->cq_entries = u->ring.cq.ring_entries;
-	u->nodrop = u->ring.features & IORING_FEAT_NODROP;
 	ret = attach(e, u, reason, len);
 	if (ret) {
 		io_uring_queue_exit(&u->ring);
@@ -1211,10 +1501,11 @@ static int uring_describe(const struct afio_engine *e, char *buf, size_t len)
 			n += (size_t)snprintf(pooled + n, sizeof(pooled) - n, "%s%s",
 					      n ? "," : ", thread pool for ",
 					      afio_op_descs[op].name);
-	return snprintf(buf, len, "io_uring: sq=%u cq=%u flags=%s, mode %s%s%s",
+	return snprintf(buf, len, "io_uring: sq=%u cq=%u flags=%s, mode %s%s%s%s",
 			u->ring.sq.ring_entries, u->cq_entries, flags,
 			afio_mode_name(u->mode), pooled,
-			u->has_cancel ? "" : ", no in-kernel cancel");
+			u->has_cancel ? "" : ", no in-kernel cancel",
+			u->dropped ? ", the kernel dropped completions" : "");
 }
 
 static int uring_op_native(const struct afio_engine *e, enum afio_op op, char *how,

@@ -126,7 +126,7 @@ static bool extends(const struct afio_req *r, const struct afio_dio_facts *al)
 {
 	if (r->op != AFIO_OP_WRITE && r->op != AFIO_OP_WRITEV)
 		return false;
-	return r->off + afio_req_bytes(r) > al->size;
+	return (r->flags & RWF_APPEND) || r->off + afio_req_bytes(r) > al->size;
 }
 
 /* ---- preparing iocbs ---- */
@@ -223,7 +223,7 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 
 /* ASYNC blocks a worker on the socket, and so does what cannot be tried
    without blocking, and a sendfile that would read the disk on this
-   thread; INLINE tries once here first. */
+   thread; INLINE and HYBRID try once here first. */
 static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *s,
 			       ssize_t *res)
 {
@@ -237,12 +237,13 @@ static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *
 		}
 		return R_POOL;
 	}
-	if (a->mode == AFIO_MODE_INLINE) {
-		*res = afio_req_sock_nowait(r, r->fd);
-		if (*res != -EAGAIN) {
-			afio_count_nowait(r->ctx);
-			return R_DONE;
-		}
+	/* Without a try, one that fails at once (MSG_OOB without urgent
+	   data, an fd that is not a socket) would wait for a readiness
+	   that changes nothing, or never comes. */
+	*res = afio_req_sock_nowait(r, r->fd);
+	if (*res != -EAGAIN) {
+		afio_count_nowait(r->ctx);
+		return R_DONE;
 	}
 	hold_socket(s, r);
 	prep_poll(s, r);

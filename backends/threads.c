@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -38,6 +39,16 @@
 
 #include "backend.h"
 
+/*
+ * A buffered write holds the file's inode lock in the kernel for all of
+ * its copy (generic_file_write_iter, ext4, xfs and btrfs alike), so
+ * workers writing one file wait for each other there, spinning on the lock
+ * first (rwsem_spin_on_owner).  A user lock per file, taken before the
+ * write, makes them sleep instead.  Striped by fd number: two files may
+ * share a stripe.
+ */
+#define WRITE_STRIPES	16
+
 /* Where a request the pool owns is; guarded by pool->lock. */
 enum where {
 	W_NONE,
@@ -52,6 +63,7 @@ struct slot {
 	uint8_t where;
 	bool cancel;
 	int armfd;		/* the pool's dup of the socket, once it waited */
+	bool borrowed;		/* no fd was left for a dup: armfd is r->fd */
 	bool in_set;		/* armfd is in the epoll set, maybe spent */
 	struct worker *worker;
 	uint64_t deadline;	/* W_TIMER: CLOCK_MONOTONIC ns */
@@ -68,7 +80,8 @@ struct worker {
 
 struct pool {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	sem_t wake;		/* posted once per idle worker woken */
+	pthread_mutex_t write_lock[WRITE_STRIPES];
 	struct afio_reqq work;
 	struct afio_reqq finished;
 	atomic_bool signaled;
@@ -82,7 +95,7 @@ struct pool {
 	bool poller_running;
 	pthread_t poller;
 	unsigned nworkers;
-	unsigned idle;		/* workers asleep on cond */
+	unsigned idle;		/* workers asleep on wake, not yet woken */
 	struct worker *workers;
 	struct slot *slots;
 	struct afio_req **timers;	/* min-heap by deadline */
@@ -99,6 +112,21 @@ static struct slot *slot_of(struct pool *p, const struct afio_req *r)
 static uint64_t arm_key(const struct afio_req *r)
 {
 	return (uint64_t)r->index << 32 | r->gen;
+}
+
+/*
+ * Under the lock.  Whoever wakes a worker takes it off the idle count, so
+ * every post has a sleeper.  A semaphore, not a condition variable: glibc's
+ * pthread_cond_signal() can wait for an earlier woken waiter to run, and
+ * on a busy machine the owner then sleeps inside afio_submit() for a
+ * scheduler slice.  sem_post() never waits.
+ */
+static void wake_idle_locked(struct pool *p, unsigned n)
+{
+	for (; n && p->idle; n--) {
+		p->idle--;
+		sem_post(&p->wake);
+	}
 }
 
 /* ---- performing a request ---- */
@@ -234,6 +262,20 @@ static int hold_socket(struct slot *s, const struct afio_req *r)
 	return s->armfd < 0 ? -errno : 0;
 }
 
+/*
+ * With no fd left for a dup, r waits in the epoll set on r->fd itself,
+ * unbound (asyncfio(7)): a worker blocked on it instead would be one fewer
+ * for everything else, and enough of them would stop the pool.
+ */
+static bool borrow_socket(struct slot *s, const struct afio_req *r, int err)
+{
+	if (err != -EMFILE && err != -ENFILE)
+		return false;
+	s->armfd = r->fd;
+	s->borrowed = true;
+	return true;
+}
+
 static int sock_fd(const struct slot *s, const struct afio_req *r)
 {
 	return s->armfd >= 0 ? s->armfd : r->fd;
@@ -245,8 +287,10 @@ static void release_socket_locked(struct pool *p, struct slot *s)
 {
 	if (s->in_set)
 		epoll_ctl(p->epfd, EPOLL_CTL_DEL, s->armfd, NULL);
-	close(s->armfd);
+	if (!s->borrowed)
+		close(s->armfd);
 	s->armfd = -1;
+	s->borrowed = false;
 	s->in_set = false;
 }
 
@@ -283,7 +327,11 @@ static int start_poller_locked(struct pool *p)
 	return 0;
 }
 
-/* Returns 0 when armed, else -errno (EPERM: the fd cannot be polled). */
+/*
+ * Returns 0 when armed, else -errno (EPERM: the fd cannot be polled;
+ * EMFILE or ENFILE: no fd for a dup, and r->fd itself is in the set for
+ * another request already).
+ */
 static int arm_locked(struct pool *p, struct afio_req *r)
 {
 	struct slot *s = slot_of(p, r);
@@ -297,12 +345,18 @@ static int arm_locked(struct pool *p, struct afio_req *r)
 	if (ret)
 		return ret;
 	ret = hold_socket(s, r);
-	if (ret)
+	if (ret && !borrow_socket(s, r, ret))
 		return ret;
 	/* A one-shot registration that fired stays in the set, disabled. */
 	op = s->in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-	if (epoll_ctl(p->epfd, op, s->armfd, &ev) < 0)
+	if (epoll_ctl(p->epfd, op, s->armfd, &ev) < 0) {
+		if (s->borrowed) {
+			s->armfd = -1;
+			s->borrowed = false;
+			return ret;
+		}
 		return -errno;
+	}
 	s->in_set = true;
 	s->where = W_ARMED;
 	s->worker = NULL;
@@ -329,7 +383,7 @@ static void on_ready(struct pool *p, uint64_t key)
 	if (r->op == AFIO_OP_SENDFILE && !afio_sendfile_cached(r)) {
 		s->where = W_QUEUED;
 		afio_reqq_push(&p->work, r);
-		pthread_cond_signal(&p->cond);
+		wake_idle_locked(p, 1);
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
@@ -346,7 +400,7 @@ static void on_ready(struct pool *p, uint64_t key)
 		if (arm_locked(p, r)) {
 			s->where = W_QUEUED;
 			afio_reqq_push(&p->work, r);
-			pthread_cond_signal(&p->cond);
+			wake_idle_locked(p, 1);
 		}
 		pthread_mutex_unlock(&p->lock);
 		return;
@@ -422,7 +476,7 @@ static int add_timer_locked(struct pool *p, struct afio_req *r)
 
 	if (ret)
 		return ret;
-	s->deadline = now_ns() + r->off;
+	s->deadline = r->off;
 	s->where = W_TIMER;
 	s->heap_pos = p->ntimers;
 	p->timers[p->ntimers++] = r;
@@ -546,8 +600,7 @@ static int wait_ready(struct worker *w, struct afio_req *r, int fd)
 /*
  * Hold this worker until the socket is ready or the request is canceled:
  * ASYNC, and accept, connect or sendfile on a socket without O_NONBLOCK,
- * which only a thread that may block can do.  A blocking connect cannot be
- * woken; the kernel gives up on it in its own time.
+ * which only a thread that may wait can try (afio_req_sock_flagged()).
  */
 static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r, bool can_try)
 {
@@ -555,26 +608,17 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r, bool can_try
 	ssize_t n;
 	int ret;
 
-	if (!can_try && r->op == AFIO_OP_CONNECT) {
-		settle(w);
-		return afio_req_sock_blocking(r, r->fd);
-	}
-	if (can_try) {
-		n = afio_req_sock_nowait(r, sock_fd(s, r));
+	for (;;) {
+		n = can_try ? afio_req_sock_nowait(r, sock_fd(s, r)) :
+			      afio_req_sock_flagged(r, sock_fd(s, r));
 		if (n != -EAGAIN)
 			return n;
-	}
-	/* poll() would follow the number, not the file, after each wake-up. */
-	(void)hold_socket(s, r);
-	for (;;) {
+		/* poll() would follow the number, not the file, after each
+		   wake-up. */
+		(void)hold_socket(s, r);
 		ret = wait_ready(w, r, sock_fd(s, r));
 		if (ret)
 			return afio_partial(r->progress, ret);
-		if (!can_try)
-			return afio_req_sock_blocking(r, sock_fd(s, r));
-		n = afio_req_sock_nowait(r, sock_fd(s, r));
-		if (n != -EAGAIN)
-			return n;
 	}
 }
 
@@ -584,6 +628,7 @@ static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
 	struct slot *s = slot_of(p, r);
 	bool can_try = afio_sock_can_try(r, sock_fd(s, r));
 	ssize_t n;
+	int ret;
 
 	if (p->mode == AFIO_MODE_ASYNC || !can_try)
 		return sock_wait_xfer(w, r, can_try);
@@ -591,8 +636,13 @@ static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
 	if (n != -EAGAIN)
 		return n;
 	pthread_mutex_lock(&p->lock);
-	*armed = !s->cancel && !arm_locked(p, r);
+	ret = s->cancel ? -ECANCELED : arm_locked(p, r);
+	*armed = !ret;
 	pthread_mutex_unlock(&p->lock);
+	/* No fd at all to wait on without a worker: an error, not a worker
+	   held for as long as the peer is silent. */
+	if (ret == -EMFILE || ret == -ENFILE)
+		return afio_partial(r->progress, ret);
 	/* Not pollable or canceled: wait here after all. */
 	return *armed ? 0 : sock_wait_xfer(w, r, true);
 }
@@ -617,6 +667,14 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 			return n;
 	}
 	settle(w);
+	if (!is_read(r) && !fd_is_direct(r->fd)) {
+		pthread_mutex_t *m = &p->write_lock[(unsigned)r->fd % WRITE_STRIPES];
+
+		pthread_mutex_lock(m);
+		n = file_rw(r, &r->progress, 0);
+		pthread_mutex_unlock(m);
+		return n;
+	}
 	return file_rw(r, &r->progress, 0);
 }
 
@@ -656,8 +714,10 @@ static void *worker_main(void *arg)
 				continue;
 			}
 			p->idle++;
-			pthread_cond_wait(&p->cond, &p->lock);
-			p->idle--;
+			pthread_mutex_unlock(&p->lock);
+			while (sem_wait(&p->wake) && errno == EINTR)
+				;
+			pthread_mutex_lock(&p->lock);
 		}
 		r = afio_reqq_pop(&p->work);
 		if (!r)
@@ -758,6 +818,7 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		s->req = r;
 		s->cancel = false;
 		s->armfd = -1;
+		s->borrowed = false;
 		s->in_set = false;
 		n++;
 		if (r->op == AFIO_OP_TIMEOUT) {
@@ -778,8 +839,7 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		afio_reqq_splice(&p->work, &batch);
 		/* Busy workers take the next request themselves: wake only as
 		   many sleepers as there is new work for. */
-		for (unsigned i = 0; i < count && i < p->idle; i++)
-			pthread_cond_signal(&p->cond);
+		wake_idle_locked(p, count);
 		pthread_mutex_unlock(&p->lock);
 	}
 	return n;
@@ -847,7 +907,7 @@ static void stop_threads(struct pool *p, unsigned started)
 {
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
-	pthread_cond_broadcast(&p->cond);
+	wake_idle_locked(p, UINT_MAX);
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(p->workers[i].tid, NULL);
@@ -880,7 +940,9 @@ static void free_pool_mem(struct pool *p)
 static void free_pool(struct pool *p)
 {
 	close_pool_fds(p);
-	pthread_cond_destroy(&p->cond);
+	sem_destroy(&p->wake);
+	for (unsigned i = 0; i < WRITE_STRIPES; i++)
+		pthread_mutex_destroy(&p->write_lock[i]);
 	pthread_mutex_destroy(&p->lock);
 	free_pool_mem(p);
 }
@@ -918,7 +980,9 @@ static int threads_init(struct afio_engine *e, const struct afio_config *cfg,
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->cond, NULL);
+	sem_init(&p->wake, 0, 0);
+	for (unsigned i = 0; i < WRITE_STRIPES; i++)
+		pthread_mutex_init(&p->write_lock[i], NULL);
 	afio_reqq_init(&p->work);
 	afio_reqq_init(&p->finished);
 	p->mode = cfg->mode;
@@ -972,9 +1036,8 @@ static void threads_exit(struct afio_engine *e)
 
 /*
  * A child of fork() has none of the workers or the poller.  They may have
- * held the lock or waited on the condition variable when the copy was
- * taken, so neither is touched (pthread_cond_destroy would wait for those
- * waiters).  The dups of armed sockets stay open (they are O_CLOEXEC): a
+ * held the lock or waited on the semaphore when the copy was taken, so
+ * neither is touched.  The dups of armed sockets stay open (they are O_CLOEXEC): a
  * slot copied while the poller held the lock may name one it had already
  * closed, a number the child may since have reused.  The other fds live as
  * long as the pool.

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "asyncfio.h"
+#include "bench.h"
 
 #ifndef AFIO_BENCH_SRCDIR
 #define AFIO_BENCH_SRCDIR "."
@@ -56,6 +58,11 @@ struct opts {
 	bool cpu_check;
 	bool sqpoll;
 	bool submit_each;
+	const char *raw;	/* engine, or NULL for the library */
+	enum bench_op op;
+	const char *tree;
+	unsigned files;
+	bool wait_in_poll;
 };
 
 /* ---- argument parsing ---- */
@@ -131,6 +138,17 @@ static void usage(FILE *f)
 "  --submit-each      afio_submit() after every request, as fio submits by\n"
 "                     default; without it what a poll round queues goes in\n"
 "                     one batch when afio_poll() returns\n"
+"  --raw io_uring|libaio|psync  the same workload straight on the engine, no\n"
+"                     library (--mode async: io_uring with IOSQE_ASYNC; psync:\n"
+"                     --threads threads each in pread/pwrite, --qd unused)\n"
+"  --op openat|statx|sendfile  instead of reads and writes: open and close,\n"
+"                     or statx, random files of a tree (--tree, else --files\n"
+"                     empty files made in --dir), or sendfile --bs at a time\n"
+"                     of --file (cached first) to qd TCP connections on\n"
+"                     127.0.0.1 read by another process\n"
+"  --wait eventfd|poll  how the loop waits: on the eventfd, outside the\n"
+"                     library, calling afio_poll(ctx, 0, 0) (default), or in\n"
+"                     afio_poll(ctx, 1, -1) (no stall figures then)\n"
 "  --json             one JSON object on stdout\n"
 "  --cpu-check        also print how the CPU time of every thread adds up\n"
 "SIZE takes k, m, g, t suffixes (powers of 1024).\n"
@@ -151,7 +169,7 @@ static void bad(const char *what, const char *val)
 enum {
 	OPT_BACKEND = 256, OPT_MODE, OPT_RW, OPT_BS, OPT_QD, OPT_DIRECT, OPT_BUFFERED,
 	OPT_SIZE, OPT_RUNTIME, OPT_FILE, OPT_DIR, OPT_THREADS, OPT_JSON, OPT_CPU_CHECK,
-	OPT_SQPOLL, OPT_SUBMIT_EACH, OPT_PROBE, OPT_HELP,
+	OPT_SQPOLL, OPT_SUBMIT_EACH, OPT_RAW, OPT_OP, OPT_TREE, OPT_FILES, OPT_WAIT, OPT_PROBE, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -171,6 +189,11 @@ static const struct option long_opts[] = {
 	{ "cpu-check", no_argument, NULL, OPT_CPU_CHECK },
 	{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
 	{ "submit-each", no_argument, NULL, OPT_SUBMIT_EACH },
+	{ "raw", required_argument, NULL, OPT_RAW },
+	{ "op", required_argument, NULL, OPT_OP },
+	{ "tree", required_argument, NULL, OPT_TREE },
+	{ "files", required_argument, NULL, OPT_FILES },
+	{ "wait", required_argument, NULL, OPT_WAIT },
 	{ "probe", no_argument, NULL, OPT_PROBE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -210,6 +233,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		.runtime = 5,
 		.dir = ".",
 		.threads = 4,
+		.files = 4096,
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
@@ -283,6 +307,28 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case OPT_SUBMIT_EACH:
 			o->submit_each = true;
 			break;
+		case OPT_RAW:
+			if (!raw_engine_known(optarg))
+				bad("--raw (io_uring, libaio or psync)", optarg);
+			o->raw = optarg;
+			break;
+		case OPT_OP:
+			if (bench_op_parse(optarg, &o->op))
+				bad("--op (openat, statx or sendfile)", optarg);
+			break;
+		case OPT_TREE:
+			o->tree = optarg;
+			break;
+		case OPT_FILES:
+			if (parse_uint(optarg, 1u << 20, &u) || !u)
+				bad("--files (1 to 1048576)", optarg);
+			o->files = u;
+			break;
+		case OPT_WAIT:
+			if (strcmp(optarg, "eventfd") && strcmp(optarg, "poll"))
+				bad("--wait (eventfd or poll)", optarg);
+			o->wait_in_poll = !strcmp(optarg, "poll");
+			break;
 		case OPT_PROBE:
 			exit(probe_all());
 		case OPT_HELP:
@@ -307,6 +353,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		bad("--direct needs a --bs that is a multiple of 512", NULL);
 	if (o->size < o->bs)
 		bad("--size is smaller than --bs", NULL);
+	if (o->op == BOP_SENDFILE && !o->file)
+		bad("--op sendfile needs --file", NULL);
+	if (o->op != BOP_RW && o->raw && strcmp(o->raw, "psync"))
+		bad("--op runs raw on psync only (the calls in a loop)", NULL);
 }
 
 /* --compare: the matrix lives in a Python script next to this program. */
@@ -350,34 +400,6 @@ static void exec_compare(int argc, char **argv)
 	exit(1);
 }
 
-/* ---- latency histogram: 32 linear steps per power of two, ns ---- */
-
-#define SUB_BITS	5
-#define SUB		(1u << SUB_BITS)
-#define HIST_LEN	(64 * SUB)
-
-static unsigned hist_index(uint64_t v)
-{
-	unsigned msb, shift;
-
-	if (v < 2 * SUB)
-		return (unsigned)v;
-	msb = 63 - (unsigned)__builtin_clzll(v);
-	shift = msb - SUB_BITS;
-	return (shift + 1) * SUB + (unsigned)((v >> shift) - SUB);
-}
-
-/* Middle of the bucket's range. */
-static double hist_value(unsigned idx)
-{
-	unsigned shift;
-
-	if (idx < 2 * SUB)
-		return idx;
-	shift = idx / SUB - 1;
-	return (double)((uint64_t)(idx % SUB + SUB) << shift) + (double)(1ull << shift) / 2;
-}
-
 /* ---- the run ---- */
 
 struct bench;
@@ -386,84 +408,112 @@ struct io {
 	struct bench *b;
 	void *buf;
 	uint64_t t0;
+	unsigned slot;
+	uint64_t off;		/* sendfile: where this slot's next call starts */
+	struct statx stx;
 };
 
 struct bench {
 	afio_ctx *ctx;
-	int fd;
-	bool write;
-	bool random;
-	uint64_t bs;
-	uint64_t nblocks;
+	struct workload w;
 	uint64_t next_block;
 	uint64_t rnd;
 	uint64_t deadline;
-	uint64_t done;
-	uint64_t errors;
-	ssize_t first_error;
 	unsigned in_flight;
 	bool stop;
-	bool submit_each;
-	uint64_t hist[HIST_LEN];
+	bool in_poll;
+	bool wait_in_poll;
+	struct outcome o;
 	struct io *ios;
 };
 
-static volatile sig_atomic_t interrupted;
+volatile sig_atomic_t bench_interrupted;
 
 static void on_signal(int sig)
 {
 	(void)sig;
-	interrupted = 1;
-}
-
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* xorshift64*: cheap and good enough to spread offsets. */
-static inline uint64_t next_rand(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
+	bench_interrupted = 1;
 }
 
 static void on_done(void *data, ssize_t res);
 
-static inline void issue(struct bench *b, struct io *io, uint64_t now)
+/* afio_submit() outside afio_poll() is a call of its own for the stall
+   figures; inside a callback it is part of the poll's time. */
+static void submit_timed(struct bench *b)
 {
-	uint64_t blk;
-	int ret;
+	uint64_t t;
 
-	if (b->random) {
-		blk = next_rand(&b->rnd) % b->nblocks;
-	} else {
-		blk = b->next_block;
-		if (++b->next_block == b->nblocks)
-			b->next_block = 0;
+	if (b->in_poll) {
+		afio_submit(b->ctx);
+		return;
 	}
-	io->t0 = now;
-	if (b->write)
-		ret = afio_write(b->ctx, b->fd, io->buf, b->bs, blk * b->bs, on_done, io);
-	else
-		ret = afio_read(b->ctx, b->fd, io->buf, b->bs, blk * b->bs, on_done, io);
+	t = now_ns();
+	afio_submit(b->ctx);
+	stall_add(&b->o.stalls, now_ns() - t);
+}
+
+static void queued(struct bench *b, int ret)
+{
 	if (ret < 0) {
-		if (!b->errors++)
-			b->first_error = ret;
+		if (!b->o.errors++)
+			b->o.first_error = ret;
 		b->stop = true;
 		return;
 	}
 	b->in_flight++;
-	if (b->submit_each)
-		afio_submit(b->ctx);
+	if (b->w.submit_each)
+		submit_timed(b);
+}
+
+static void on_op_done(void *data, ssize_t res);
+static void on_opened(void *data, ssize_t res);
+
+/* An op, for --op: open (then close), statx, or sendfile of --bs. */
+static int issue_op(struct bench *b, struct io *io)
+{
+	const struct workload *w = &b->w;
+	const struct op_target *t = w->target;
+
+	switch (w->op) {
+	case BOP_OPENAT:
+		return afio_openat(b->ctx, AT_FDCWD, pick_path(w, &b->rnd), O_RDONLY | O_CLOEXEC,
+				   0, on_opened, io);
+	case BOP_STATX:
+		return afio_statx(b->ctx, AT_FDCWD, pick_path(w, &b->rnd), 0, STATX_BASIC_STATS,
+				  &io->stx, on_op_done, io);
+	default:
+		if (io->off + w->bs > t->file_size)
+			io->off = 0;
+		return afio_sendfile(b->ctx, t->socks[io->slot], t->file_fd, io->off, w->bs,
+				     on_op_done, io);
+	}
+}
+
+static inline void issue(struct bench *b, struct io *io, uint64_t now)
+{
+	const struct workload *w = &b->w;
+	uint64_t off;
+	int ret;
+
+	io->t0 = now;
+	if (w->op != BOP_RW) {
+		queued(b, issue_op(b, io));
+		return;
+	}
+	off = pick_block(w, &b->rnd, &b->next_block) * w->bs;
+	if (w->write)
+		ret = afio_write(b->ctx, w->fd, io->buf, w->bs, off, on_done, io);
+	else
+		ret = afio_read(b->ctx, w->fd, io->buf, w->bs, off, on_done, io);
+	queued(b, ret);
+}
+
+static void next(struct bench *b, struct io *io, bool ok, uint64_t now)
+{
+	if (!ok || bench_interrupted)
+		b->stop = true;
+	if (now < b->deadline && !b->stop)
+		issue(b, io, now);
 }
 
 static void on_done(void *data, ssize_t res)
@@ -473,18 +523,96 @@ static void on_done(void *data, ssize_t res)
 	uint64_t now = now_ns();
 
 	b->in_flight--;
-	if (res == (ssize_t)b->bs) {
-		b->done++;
-		b->hist[hist_index(now - io->t0)]++;
-	} else {
-		if (!b->errors++)
-			b->first_error = res < 0 ? res : -EIO;
-		b->stop = true;
+	outcome_io(&b->o, (long)res, b->w.bs, now - io->t0);
+	next(b, io, res == (ssize_t)b->w.bs, now);
+}
+
+static void on_op_done(void *data, ssize_t res)
+{
+	struct io *io = data;
+	struct bench *b = io->b;
+	uint64_t now = now_ns();
+	bool ok = b->w.op == BOP_SENDFILE ? res > 0 : res == 0;
+
+	b->in_flight--;
+	outcome_op(&b->o, (long)res, ok, now - io->t0);
+	if (ok && b->w.op == BOP_SENDFILE) {
+		b->o.bytes += (uint64_t)res;
+		io->off += (uint64_t)res;
 	}
-	if (interrupted)
-		b->stop = true;
-	if (now < b->deadline && !b->stop)
-		issue(b, io, now);
+	next(b, io, ok, now);
+}
+
+/* The file is open: close it, and the pair is one op. */
+static void on_opened(void *data, ssize_t res)
+{
+	struct io *io = data;
+	struct bench *b = io->b;
+
+	b->in_flight--;
+	if (res < 0) {
+		outcome_op(&b->o, (long)res, false, 0);
+		next(b, io, false, now_ns());
+		return;
+	}
+	queued(b, afio_close(b->ctx, (int)res, on_op_done, io));
+}
+
+/*
+ * The loop of a server that watches the context's eventfd: afio_poll(ctx,
+ * 0, 0) runs what is done and submits what the callbacks queued, and only
+ * when it found nothing does the loop sleep, on the eventfd, outside the
+ * library.  Every library call is timed: no call may wait for the device.
+ */
+static int run_library(struct bench *b)
+{
+	/* Exported, the eventfd is read at every poll: only when waited on. */
+	struct pollfd pfd = { .fd = b->wait_in_poll ? 0 : afio_eventfd(b->ctx),
+			      .events = POLLIN };
+	unsigned idle_after_cancel = 0;
+	bool canceled = false;
+	uint64_t t;
+	int n;
+
+	if (pfd.fd < 0)
+		return pfd.fd;
+	stall_sync(&b->o.stalls);
+	b->o.t0 = now_ns();
+	b->deadline = b->o.t0 + (uint64_t)(b->w.runtime * 1e9);
+	for (unsigned i = 0; i < b->w.qd && !b->stop; i++)
+		issue(b, &b->ios[i], b->o.t0);
+	if (!b->w.submit_each)
+		submit_timed(b);
+	while (b->in_flight) {
+		t = now_ns();
+		b->in_poll = true;
+		n = afio_poll(b->ctx, b->wait_in_poll ? 1 : 0, b->wait_in_poll ? 1000 : 0);
+		b->in_poll = false;
+		if (!b->wait_in_poll)
+			stall_add(&b->o.stalls, now_ns() - t);
+		if (n < 0 && n != -EINTR)
+			return n;
+		/* A request that never ends must not keep the run: 2 s past
+		   the end, what is left is canceled. */
+		if ((bench_interrupted || now_ns() > b->deadline + 2000000000ull) && !canceled) {
+			if (!bench_interrupted)
+				fprintf(stderr, "afio-bench: %u requests still in flight 2 s after "
+					"the end; canceled\n", b->in_flight);
+			b->deadline = 0;
+			for (unsigned i = 0; i < b->w.qd; i++)
+				afio_cancel(b->ctx, &b->ios[i]);
+			canceled = true;
+		}
+		if (n <= 0 && b->in_flight && !b->wait_in_poll) {
+			if (poll(&pfd, 1, 1000) < 0 && errno != EINTR)
+				return -errno;
+			stall_sync(&b->o.stalls);
+			if (canceled && ++idle_after_cancel > 2)
+				return -ETIMEDOUT;
+		}
+	}
+	b->o.t1 = now_ns();
+	return 0;
 }
 
 /* ---- files ---- */
@@ -661,34 +789,140 @@ static void cpu_check(void)
 
 /* ---- main ---- */
 
-static double percentile(const uint64_t *hist, uint64_t total, double p)
-{
-	uint64_t want = (uint64_t)ceil((double)total * p), seen = 0;
+struct report {
+	const char *backend;	/* afio_backend_name(), or "raw-ENGINE" */
+	const char *desc;
+	const char *path;
+	uint64_t fallbacks, nowait;
+	double usr, sys;
+};
 
-	if (!total)
-		return 0;
-	if (!want)
-		want = 1;
-	for (unsigned i = 0; i < HIST_LEN; i++) {
-		seen += hist[i];
-		if (seen >= want)
-			return hist_value(i) / 1000.0;
+static void print_report(const struct opts *o, const struct bench *b, const struct report *rp)
+{
+	const struct outcome *oc = &b->o;
+	double secs = (double)(oc->t1 - oc->t0) / 1e9, cpu = rp->usr + rp->sys;
+	double iops = (double)oc->done / secs, mib = iops * (double)o->bs / (1 << 20);
+	const char *what = o->op == BOP_RW ? rw_names[o->rw] : bench_op_names[o->op];
+	double p50 = percentile(oc->hist, oc->done, 0.50);
+	double p99 = percentile(oc->hist, oc->done, 0.99);
+	double p999 = percentile(oc->hist, oc->done, 0.999);
+	double ipc = cpu > 0 ? (double)oc->done / cpu : 0;
+	double stall_max = (double)oc->stalls.max_ns / 1000.0;
+	double stall_p99 = percentile(oc->stalls.hist, oc->stalls.calls, 0.99);
+
+	/* A bucket's middle may lie past the exact longest call. */
+	if (stall_p99 > stall_max)
+		stall_p99 = stall_max;
+
+	if (o->op == BOP_SENDFILE)
+		mib = (double)oc->bytes / secs / (1 << 20);
+	else if (o->op != BOP_RW)
+		mib = 0;
+	if (o->json) {
+		printf("{\"backend\": \"%s\", \"mode\": \"%s\", \"rw\": \"%s\", "
+		       "\"bs\": %" PRIu64 ", \"qd\": %u, \"direct\": %s, "
+		       "\"iops\": %.1f, \"mib_s\": %.2f, \"cpu_s\": %.3f, "
+		       "\"iops_per_cpu_s\": %.1f, \"lat_p50_us\": %.1f, "
+		       "\"lat_p99_us\": %.1f, \"lat_p999_us\": %.1f, "
+		       "\"fallbacks\": %" PRIu64 ", \"ios\": %" PRIu64 ", "
+		       "\"runtime_s\": %.3f, \"cpu_user_s\": %.3f, \"cpu_sys_s\": %.3f, "
+		       "\"threads\": %u, \"nowait\": %" PRIu64 ", \"errors\": %" PRIu64 ", "
+		       "\"submit\": \"%s\", \"loop_stall_max_us\": %.1f, "
+		       "\"loop_stall_p99_us\": %.1f, \"loop_calls\": %" PRIu64 ", "
+		       "\"loop_slow_calls\": %" PRIu64 ", \"loop_slept_calls\": %" PRIu64 ", "
+		       "\"loop_slept_max_us\": %.1f, \"loop_preempted_calls\": %" PRIu64 ", "
+		       "\"engine\": \"%s\"}\n",
+		       rp->backend, afio_mode_name(o->mode), what, o->bs, o->qd,
+		       o->direct ? "true" : "false", iops, mib, cpu, ipc, p50, p99, p999,
+		       rp->fallbacks, oc->done, secs, rp->usr, rp->sys, o->threads, rp->nowait,
+		       oc->errors, o->submit_each ? "each" : "batch", stall_max, stall_p99,
+		       oc->stalls.calls, oc->stalls.slow, oc->stalls.slept,
+		       (double)oc->stalls.slept_max_ns / 1000.0, oc->stalls.preempted, rp->desc);
+		return;
 	}
-	return hist_value(HIST_LEN - 1) / 1000.0;
+	printf("%s, %s %s bs=%" PRIu64 " qd=%u %s%s, %.2f s on %s\n", rp->desc,
+	       afio_mode_name(o->mode), what, o->bs, o->qd,
+	       o->direct ? "direct" : "buffered",
+	       o->submit_each ? ", submitted one by one" : "", secs, rp->path);
+	printf("  IOPS %.0f   %.1f MiB/s\n", iops, mib);
+	printf("  CPU  %.3f s (user %.3f, sys %.3f), %.0f IOPS per CPU-second\n",
+	       cpu, rp->usr, rp->sys, ipc);
+	printf("  latency us  p50 %.1f  p99 %.1f  p99.9 %.1f\n", p50, p99, p999);
+	printf("  loop stall us  max %.1f  p99 %.1f over %" PRIu64 " calls; of those over "
+	       "%u us, %" PRIu64 " slept (longest %.1f us), %" PRIu64 " were preempted\n",
+	       stall_max, stall_p99, oc->stalls.calls, STALL_CHECK_NS / 1000,
+	       oc->stalls.slept, (double)oc->stalls.slept_max_ns / 1000.0,
+	       oc->stalls.preempted);
+	if (!o->raw)
+		printf("  fallbacks %" PRIu64 "  finished at once %" PRIu64 "\n",
+		       rp->fallbacks, rp->nowait);
+}
+
+static afio_ctx *make_ctx(const struct opts *o)
+{
+	struct afio_config cfg;
+	afio_ctx *ctx;
+	int ret;
+
+	afio_config_init(&cfg);
+	cfg.backend = o->backend;
+	cfg.mode = o->mode;
+	cfg.entries = o->qd;
+	cfg.threads = o->threads;
+	cfg.flags = AFIO_NO_FALLBACK | (o->sqpoll ? AFIO_SQPOLL : 0);
+	ret = afio_create(&ctx, &cfg);
+	if (ret) {
+		char reason[256];
+
+		afio_probe(o->backend, reason, sizeof(reason));
+		fprintf(stderr, "afio-bench: backend %s: %s (%s)\n",
+			afio_backend_name(o->backend), strerror(-ret), reason);
+		exit(3);
+	}
+	return ctx;
+}
+
+static struct bench *make_bench(const struct opts *o)
+{
+	struct bench *b = calloc(1, sizeof(*b));
+
+	if (!b || !(b->ios = calloc(o->qd, sizeof(*b->ios))) ||
+	    !(b->w.bufs = calloc(o->qd, sizeof(*b->w.bufs))))
+		exit(1);
+	for (unsigned i = 0; i < o->qd; i++) {
+		b->ios[i].b = b;
+		b->ios[i].slot = i;
+		if (posix_memalign(&b->ios[i].buf, ALIGN, o->bs)) {
+			fprintf(stderr, "afio-bench: out of memory for %u x %" PRIu64 " buffers\n",
+				o->qd, o->bs);
+			exit(1);
+		}
+		fill_random(b->ios[i].buf, o->bs, i);
+		b->w.bufs[i] = b->ios[i].buf;
+	}
+	return b;
+}
+
+static void free_bench(struct bench *b, unsigned qd)
+{
+	for (unsigned i = 0; i < qd; i++)
+		free(b->ios[i].buf);
+	free(b->w.bufs);
+	free(b->ios);
+	free(b);
 }
 
 int main(int argc, char **argv)
 {
-	enum afio_backend kind;
-	struct afio_config cfg;
+	struct report rp = { 0 };
+	struct op_target target = { .file_fd = -1 };
 	struct afio_stats st;
 	struct rusage r0, r1;
 	struct opts o;
 	struct bench *b;
-	char path[PATH_MAX], desc[256];
+	char path[PATH_MAX], desc[256], backend[32];
 	bool remove_after;
-	uint64_t size, t0, t1;
-	double secs, cpu, usr, sys, iops, mib;
+	uint64_t size;
 	int ret, status = 0;
 
 	for (int i = 1; i < argc; i++)
@@ -696,132 +930,88 @@ int main(int argc, char **argv)
 			exec_compare(argc, argv);
 	parse_args(argc, argv, &o);
 
-	b = calloc(1, sizeof(*b));
-	if (!b)
-		return 1;
-	b->ios = calloc(o.qd, sizeof(*b->ios));
-	if (!b->ios)
-		return 1;
-	for (unsigned i = 0; i < o.qd; i++) {
-		b->ios[i].b = b;
-		if (posix_memalign(&b->ios[i].buf, ALIGN, o.bs)) {
-			fprintf(stderr, "afio-bench: out of memory for %u x %" PRIu64 " buffers\n",
-				o.qd, o.bs);
-			return 1;
-		}
-		fill_random(b->ios[i].buf, o.bs, i);
+	b = make_bench(&o);
+	if (!o.raw) {
+		b->ctx = make_ctx(&o);
+		afio_describe(b->ctx, desc, sizeof(desc));
 	}
-
-	afio_config_init(&cfg);
-	cfg.backend = o.backend;
-	cfg.mode = o.mode;
-	cfg.entries = o.qd;
-	cfg.threads = o.threads;
-	cfg.flags = AFIO_NO_FALLBACK | (o.sqpoll ? AFIO_SQPOLL : 0);
-	ret = afio_create(&b->ctx, &cfg);
+	remove_after = false;
+	size = o.size;
+	snprintf(path, sizeof(path), "%s", o.tree ? o.tree : o.dir);
+	b->w.fd = -1;
+	ret = 0;
+	if (o.op == BOP_RW || o.op == BOP_SENDFILE) {
+		b->w.fd = open_target(&o, path, sizeof(path), &remove_after, &size);
+		ret = b->w.fd < 0 ? b->w.fd : 0;
+	}
+	if (!ret && o.op != BOP_RW) {
+		ret = op_setup(&target, o.op, o.dir, o.tree, o.files, path, o.qd, !o.raw);
+		b->w.target = &target;
+	}
 	if (ret) {
-		char reason[256];
-
-		afio_probe(o.backend, reason, sizeof(reason));
-		fprintf(stderr, "afio-bench: backend %s: %s (%s)\n",
-			afio_backend_name(o.backend), strerror(-ret), reason);
-		return 3;
-	}
-	afio_describe(b->ctx, desc, sizeof(desc));
-	kind = afio_backend(b->ctx);
-
-	b->fd = open_target(&o, path, sizeof(path), &remove_after, &size);
-	if (b->fd < 0) {
-		fprintf(stderr, "afio-bench: %s: %s\n", o.file ? o.file : o.dir,
-			strerror(-b->fd));
-		afio_destroy(b->ctx);
+		fprintf(stderr, "afio-bench: %s: %s\n", path, strerror(-ret));
+		if (b->ctx)
+			afio_destroy(b->ctx);
+		op_teardown(&target);
 		return 1;
 	}
-	b->write = o.rw == RW_WRITE || o.rw == RW_RANDWRITE;
-	b->random = o.rw == RW_RANDREAD || o.rw == RW_RANDWRITE;
-	b->submit_each = o.submit_each;
-	b->bs = o.bs;
-	b->nblocks = size / o.bs;
+	b->w.op = o.op;
+	b->wait_in_poll = o.wait_in_poll;
+	b->w.write = o.rw == RW_WRITE || o.rw == RW_RANDWRITE;
+	b->w.random = o.rw == RW_RANDREAD || o.rw == RW_RANDWRITE;
+	b->w.submit_each = o.submit_each;
+	b->w.bs = o.bs;
+	b->w.nblocks = size / o.bs;
+	b->w.qd = o.qd;
+	b->w.threads = o.threads;
+	b->w.runtime = o.runtime;
 	b->rnd = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
 
 	getrusage(RUSAGE_SELF, &r0);
-	t0 = now_ns();
-	b->deadline = t0 + (uint64_t)(o.runtime * 1e9);
-	for (unsigned i = 0; i < o.qd && !b->stop; i++)
-		issue(b, &b->ios[i], t0);
-	while (b->in_flight) {
-		ret = afio_poll(b->ctx, 1, -1);
-		if (ret < 0 && ret != -EINTR) {
-			fprintf(stderr, "afio-bench: afio_poll: %s\n", strerror(-ret));
-			status = 1;
-			break;
-		}
-		if (interrupted)
-			b->deadline = 0;
-	}
-	t1 = now_ns();
+	if (o.raw)
+		ret = raw_run(o.raw, &b->w, o.mode == AFIO_MODE_ASYNC, &b->o, desc, sizeof(desc));
+	else
+		ret = run_library(b);
 	getrusage(RUSAGE_SELF, &r1);
+	if (ret) {
+		fprintf(stderr, "afio-bench: %s\n", strerror(-ret));
+		status = 1;
+	}
 	if (o.cpu_check)
 		cpu_check();
 
-	afio_stats(b->ctx, &st);
-	afio_destroy(b->ctx);
-	close(b->fd);
+	if (b->ctx) {
+		afio_stats(b->ctx, &st);
+		rp.fallbacks = st.fallbacks;
+		rp.nowait = st.nowait;
+		rp.backend = afio_backend_name(afio_backend(b->ctx));
+		afio_destroy(b->ctx);
+	} else {
+		snprintf(backend, sizeof(backend), "raw-%s", o.raw);
+		rp.backend = backend;
+	}
+	op_teardown(&target);
+	if (b->w.fd >= 0)
+		close(b->w.fd);
 	if (remove_after)
 		unlink(path);
 
-	if (b->errors) {
+	if (b->o.errors) {
 		fprintf(stderr, "afio-bench: %" PRIu64 " requests failed, first: %s\n",
-			b->errors, strerror((int)-b->first_error));
+			b->o.errors, strerror((int)-b->o.first_error));
 		status = 1;
 	}
-
-	secs = (double)(t1 - t0) / 1e9;
-	usr = tv_s(r1.ru_utime) - tv_s(r0.ru_utime);
-	sys = tv_s(r1.ru_stime) - tv_s(r0.ru_stime);
-	cpu = usr + sys;
-	iops = (double)b->done / secs;
-	mib = iops * (double)o.bs / (1 << 20);
-	{
-		double p50 = percentile(b->hist, b->done, 0.50);
-		double p99 = percentile(b->hist, b->done, 0.99);
-		double p999 = percentile(b->hist, b->done, 0.999);
-		double ipc = cpu > 0 ? (double)b->done / cpu : 0;
-
-		if (o.json) {
-			printf("{\"backend\": \"%s\", \"mode\": \"%s\", \"rw\": \"%s\", "
-			       "\"bs\": %" PRIu64 ", \"qd\": %u, \"direct\": %s, "
-			       "\"iops\": %.1f, \"mib_s\": %.2f, \"cpu_s\": %.3f, "
-			       "\"iops_per_cpu_s\": %.1f, \"lat_p50_us\": %.1f, "
-			       "\"lat_p99_us\": %.1f, \"lat_p999_us\": %.1f, "
-			       "\"fallbacks\": %" PRIu64 ", \"ios\": %" PRIu64 ", "
-			       "\"runtime_s\": %.3f, \"cpu_user_s\": %.3f, \"cpu_sys_s\": %.3f, "
-			       "\"threads\": %u, \"nowait\": %" PRIu64 ", \"errors\": %" PRIu64 ", "
-			       "\"submit\": \"%s\", \"engine\": \"%s\"}\n",
-			       afio_backend_name(kind),
-			       afio_mode_name(o.mode), rw_names[o.rw], o.bs, o.qd,
-			       o.direct ? "true" : "false", iops, mib, cpu, ipc, p50, p99, p999,
-			       st.fallbacks, b->done, secs, usr, sys, o.threads, st.nowait,
-			       b->errors, o.submit_each ? "each" : "batch", desc);
-		} else {
-			printf("%s, %s %s bs=%" PRIu64 " qd=%u %s%s, %.2f s on %s\n", desc,
-			       afio_mode_name(o.mode), rw_names[o.rw], o.bs, o.qd,
-			       o.direct ? "direct" : "buffered",
-			       o.submit_each ? ", submitted one by one" : "", secs, path);
-			printf("  IOPS %.0f   %.1f MiB/s\n", iops, mib);
-			printf("  CPU  %.3f s (user %.3f, sys %.3f), %.0f IOPS per CPU-second\n",
-			       cpu, usr, sys, ipc);
-			printf("  latency us  p50 %.1f  p99 %.1f  p99.9 %.1f\n", p50, p99, p999);
-			printf("  fallbacks %" PRIu64 "  finished at once %" PRIu64 "\n",
-			       st.fallbacks, st.nowait);
-		}
-	}
-	for (unsigned i = 0; i < o.qd; i++)
-		free(b->ios[i].buf);
-	free(b->ios);
-	free(b);
+	if (!b->o.t1)
+		b->o.t1 = now_ns();
+	rp.desc = desc;
+	rp.path = path;
+	rp.usr = tv_s(r1.ru_utime) - tv_s(r0.ru_utime);
+	rp.sys = tv_s(r1.ru_stime) - tv_s(r0.ru_stime);
+	print_report(&o, b, &rp);
+	free_bench(b, o.qd);
 	return status;
 }

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: MIT
 # afio-bench end to end, briefly: bad arguments exit 2; one short run per
 # backend that probes as available, in every mode (buffered random reads,
-# and direct random writes where the file system takes O_DIRECT), prints one
-# JSON object with every documented key, completes I/O without errors and
-# removes its scratch file; --compare (without fio) writes a CSV with a line
-# per run and removes its scratch file too.  No figure is judged: only that the
+# and direct random writes where the file system takes O_DIRECT), and one
+# per raw engine (--raw) and through libuv (afio-uv-bench, when built),
+# prints one JSON object with every documented key, completes I/O without
+# errors and removes its scratch file; --compare (without fio) writes a CSV
+# with a line per run and removes its scratch file too.  No figure is judged: only that the
 # program measures and reports.  Usage: bench-check.sh AFIO-BENCH SCRATCH-DIR
 set -u
 
@@ -39,6 +40,7 @@ expect_exit2 --size 1k --bs 4k
 expect_exit2 --direct --buffered
 expect_exit2 --no-such-option
 expect_exit2 stray
+expect_exit2 --raw nosuch
 
 # One JSON object with the keys the documentation promises, and sane values.
 check_json() {
@@ -48,6 +50,8 @@ want_submit = sys.argv[1]
 d = json.loads(sys.argv[2])
 keys = ["backend", "mode", "rw", "bs", "qd", "direct", "iops", "mib_s", "cpu_s",
         "iops_per_cpu_s", "lat_p50_us", "lat_p99_us", "lat_p999_us", "fallbacks"]
+if not d["backend"] == "libuv":
+    keys += ["loop_stall_max_us", "loop_stall_p99_us", "loop_calls"]
 missing = [k for k in keys if k not in d]
 if missing:
     sys.exit("missing keys %s" % missing)
@@ -57,6 +61,9 @@ if not 0 < d["lat_p50_us"] <= d["lat_p99_us"] <= d["lat_p999_us"]:
     sys.exit("latency percentiles out of order")
 if d["submit"] != want_submit:
     sys.exit("submit %s, want %s" % (d["submit"], want_submit))
+if "loop_calls" in keys and (d["loop_calls"] <= 0 or
+                             not 0 < d["loop_stall_p99_us"] <= d["loop_stall_max_us"]):
+    sys.exit("loop stall figures out of order")
 ' "$@"
 }
 
@@ -87,14 +94,34 @@ for b in $backends; do
 		--size 4m --runtime 0.05 --json) || not_ok "--submit-each on $b exited $?"
 	check_json each "$out" || not_ok "--submit-each on $b: $out"
 done
-"$bench" --compare --no-fio --runtime 0.05 --size 4m --bs 4k --rw randread \
+# The same workload straight on each engine, and through libuv's pool.
+raw_engines=$(echo "$backends" | sed 's/threads/psync/')
+uv=$(dirname "$bench")/afio-uv-bench
+for e in $raw_engines; do
+	# shellcheck disable=SC2086
+	out=$("$bench" --dir "$dir" --raw "$e" $direct_rw --qd 4 --threads 2 --size 4m \
+		--runtime 0.05 --json) || not_ok "--raw $e exited $?"
+	check_json batch "$out" || not_ok "--raw $e: $out"
+done
+peers=$(echo "$raw_engines" | wc -w)
+if [ -x "$uv" ]; then
+	head -c 4194304 /dev/urandom >"$dir/uv.dat"
+	out=$("$uv" --file "$dir/uv.dat" --size 4194304 --bs 4096 --qd 4 --threads 2 \
+		--runtime 0.05 --json) || not_ok "afio-uv-bench exited $?"
+	check_json each "$out" || not_ok "afio-uv-bench: $out"
+	rm -f "$dir/uv.dat"
+	peers=$((peers + 1))
+fi
+"$bench" --compare --no-fio --repeat 1 --runtime 0.05 --size 4m --bs 4k --rw randread \
 	--io buffered --dir "$dir" --csv "$dir/c.csv" --png '' >"$dir/compare.out" 2>&1 ||
 	not_ok "afio-bench --compare exited $?: $(cat "$dir/compare.out")"
 runs=$(($(wc -l <"$dir/c.csv") - 1))
-want=$(($(echo "$backends" | wc -w) * 3))
+want=$(($(echo "$backends" | wc -w) * 3 + peers))
 [ "$runs" -eq "$want" ] || not_ok "--compare wrote $runs runs, want $want"
 grep -q '^randread    4k buf' "$dir/compare.out" ||
 	not_ok "--compare printed no table row: $(cat "$dir/compare.out")"
+grep -q '^Event-loop stalls' "$dir/compare.out" ||
+	not_ok "--compare printed no stall table: $(cat "$dir/compare.out")"
 leftover=$(find "$dir" -name 'afio-bench.*' -o -name 'afio-compare.*')
 [ -z "$leftover" ] || not_ok "scratch files left behind: $leftover"
 

@@ -1,9 +1,22 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """afio-bench --compare: every available backend x mode over a matrix of
-workloads, side by side with fio running the same workload with the matching
-engine on the same file.  Prints tables, writes a CSV and, when gnuplot is
-installed, a PNG chart.  Standard library only."""
+workloads, and next to them, on the same file, one after the other:
+
+  * fio with the same engine, like for like: our batches against fio with
+    --iodepth_batch_submit=QD --iodepth_batch_complete_min=1, our
+    --submit-each against fio's default (one request per submit), fio's
+    buffers page-aligned like ours (--iomem=mmap);
+  * the raw engines (afio-bench --raw): liburing, libaio and pread/pwrite
+    without the library, what a backend costs over the engine it wraps;
+  * the thread pool's peers: libuv's pool (afio-uv-bench), glibc's POSIX
+    AIO (fio --ioengine=posixaio) and io_uring's io-wq (our io_uring ASYNC),
+    with fio psync x N, the limit for INLINE, beside them;
+  * event-loop stalls: the longest and the p99 time of our calls, against
+    fio's submission latency (slat).
+
+Prints tables, writes a CSV and, when gnuplot is installed, a PNG chart.
+Standard library only."""
 
 import argparse
 import csv
@@ -20,15 +33,9 @@ import time
 
 BACKENDS = ["io_uring", "libaio", "threads"]
 MODES = ["inline", "async", "hybrid"]
-# Our mode that does what fio's engine does: io_uring and libaio submit from
-# the caller; psync with numjobs=N is N threads each blocking in pread/pwrite.
-FIO_ENGINE = {"io_uring": "io_uring", "libaio": "libaio", "threads": "psync"}
-FIO_MATCH_MODE = {"io_uring": "inline", "libaio": "inline", "threads": "async"}
-# fio's kernel-async engines submit each request as it is queued (its default
-# iodepth_batch_submit=1); ours batch what a poll round queues.  Both
-# patterns are run next to fio: a batch costs less CPU, and on some devices
-# one by one keeps more requests moving.
-FIO_SUBMITS_EACH = ("io_uring", "libaio")
+SHORT = {"io_uring": "uring", "libaio": "libaio", "threads": "threads"}
+# Two runs of a ratio agree when they are within this of each other.
+AGREE = 0.15
 
 
 def parse_size(s):
@@ -57,6 +64,19 @@ def choice_list(allowed):
     return f
 
 
+def workload_list(s):
+    """randread:4k:buf,randwrite:4k:dir,..."""
+    out = []
+    for item in [x for x in s.split(",") if x]:
+        parts = item.split(":")
+        if (len(parts) != 3 or parts[0] not in ("randread", "randwrite", "read", "write")
+                or parts[2] not in ("buf", "dir")):
+            raise argparse.ArgumentTypeError(
+                "'%s' is not RW:BS:buf|dir (e.g. randread:4k:buf)" % item)
+        out.append({"rw": parts[0], "bs": parse_size(parts[1]), "direct": parts[2] == "dir"})
+    return out
+
+
 def human_size(v):
     for suffix, shift in (("g", 30), ("m", 20), ("k", 10)):
         if v >= 1 << shift and v % (1 << shift) == 0:
@@ -74,26 +94,64 @@ def fmt_iops(v):
     return "%.0f" % v
 
 
+def fmt_us(v):
+    if v is None:
+        return "-"
+    if v >= 10000:
+        return "%.0fm" % (v / 1000)
+    if v >= 1000:
+        return "%.1fm" % (v / 1000)
+    return "%.0f" % v
+
+
+def fmt(v, f="%.2f"):
+    return "-" if v is None else f % v
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
 
 
+def cpu_us_per_io(r):
+    if not r or not r.get("ios"):
+        return None
+    return r["cpu_s"] / r["ios"] * 1e6
+
+
+def is_read(w):
+    return w["rw"] in ("read", "randread")
+
+
+def label(w):
+    return "%-9s %4s %-3s" % (w["rw"], human_size(w["bs"]), "dir" if w["direct"] else "buf")
+
+
+# ---- what is run ----
+#
+# A job is a tuple naming one program run for a workload:
+#   ("afio", backend, mode, submit)   afio-bench through the library
+#   ("raw", engine)                   afio-bench --raw (psync: one thread)
+#   ("fio", engine, submit)           fio; submit "batch" or "each"
+#   ("uv",)                           afio-uv-bench, libuv's pool
+# fio's engines: io_uring, libaio, posixaio (each), psync (N jobs).
+
+def job_name(j):
+    if j[0] == "afio":
+        return "%s/%s%s" % (SHORT[j[1]], j[2][:3], ",each" if j[3] == "each" else "")
+    if j[0] == "raw":
+        return "raw %s" % (j[1] if j[1] != "psync" else "psync x1")
+    if j[0] == "uv":
+        return "libuv"
+    return "fio %s%s" % (j[1], {"batch": ",batch", "each": ""}.get(j[2], ""))
+
+
 class Runner:
     def __init__(self, args):
         self.a = args
-        self.ncpu = os.cpu_count() or 1
         self.baseline = {}
 
-    def ours(self, backend, mode, w, each=False):
-        a = self.a
-        cmd = [a.afio_bench, "--backend", backend, "--mode", mode, "--rw", w["rw"],
-               "--bs", str(w["bs"]), "--qd", str(a.qd),
-               "--direct" if w["direct"] else "--buffered",
-               "--size", str(a.size), "--runtime", str(a.runtime),
-               "--file", a.file, "--threads", str(a.threads), "--json"]
-        if each:
-            cmd.append("--submit-each")
+    def run_json(self, cmd):
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            universal_newlines=True)
         if p.returncode != 0 or not p.stdout.strip():
@@ -103,80 +161,113 @@ class Runner:
         r["cmd"] = " ".join(cmd)
         return r
 
-    def fio_startup(self, backend, w):
-        """CPU fio spends starting and stopping, measured by a 1 ms run of the
-        same job; taken off its whole-process CPU."""
-        key = (backend, w["bs"], w["direct"])
-        if key not in self.baseline:
-            runs = [self.fio(backend, w, runtime_ms=1) for _ in range(2)]
-            vals = [x["whole_cpu_s"] for x in runs if x]
-            self.baseline[key] = min(vals) if vals else 0.0
-        return self.baseline[key]
-
-    def fio(self, backend, w, runtime_ms=None):
+    def bench_args(self, w):
         a = self.a
-        engine = FIO_ENGINE[backend]
-        if runtime_ms is None:
-            runtime_ms = max(1, int(a.runtime * 1000))
+        if w.get("op"):
+            where = (["--tree", a.tree, "--files", str(a.files)] if w["op"] != "sendfile"
+                     else ["--file", a.file])
+            return ["--op", w["op"], "--bs", str(w["bs"]), "--qd", str(a.qd),
+                    "--runtime", str(a.runtime), "--json"] + where
+        return ["--rw", w["rw"], "--bs", str(w["bs"]), "--qd", str(a.qd),
+                "--direct" if w["direct"] else "--buffered", "--size", str(a.size),
+                "--runtime", str(a.runtime), "--file", a.file, "--json"]
+
+    def run(self, job, w):
+        a = self.a
+        if job[0] == "afio":
+            cmd = [a.afio_bench, "--backend", job[1], "--mode", job[2],
+                   "--threads", str(a.threads)] + self.bench_args(w)
+            if job[3] == "each":
+                cmd.append("--submit-each")
+            return self.run_json(cmd)
+        if job[0] == "raw":
+            threads = 1 if job[1] == "psync" else a.threads
+            return self.run_json([a.afio_bench, "--raw", job[1], "--threads", str(threads)]
+                                 + self.bench_args(w))
+        if job[0] == "uv":
+            return self.run_json([a.uv_bench, "--threads", str(a.threads)]
+                                 + self.bench_args(w))
+        return self.fio(job[1], job[2], w)
+
+    def fio_cmd(self, engine, submit, w, runtime_ms):
+        a = self.a
         jobs = a.threads if engine == "psync" else 1
         qd = 1 if engine == "psync" else a.qd
         cmd = ["fio", "--name=afio", "--filename=" + a.file, "--rw=" + w["rw"],
                "--bs=%d" % w["bs"], "--ioengine=" + engine, "--iodepth=%d" % qd,
                "--numjobs=%d" % jobs, "--direct=%d" % int(w["direct"]),
-               "--size=%d" % a.size, "--time_based",
-               "--runtime=%dms" % runtime_ms,
+               "--size=%d" % a.size, "--time_based", "--runtime=%dms" % runtime_ms,
                "--norandommap", "--randrepeat=0", "--invalidate=0",
-               "--output-format=json"]
-        # Whole-process CPU of fio and its job processes, start-up included,
-        # for a cross-check of fio's own usr_cpu/sys_cpu figures.
+               # Page-aligned buffers, as ours: with its default malloc
+               # buffers fio copies from the page cache several times
+               # slower at 64 KiB and above.
+               "--iomem=mmap", "--slat_percentiles=1", "--output-format=json"]
+        if submit == "batch":
+            cmd += ["--iodepth_batch_submit=%d" % a.qd, "--iodepth_batch_complete_min=1"]
+        return cmd, jobs
+
+    def fio_startup(self, engine, submit, w):
+        """CPU fio spends starting and stopping, measured by a 1 ms run of the
+        same engine and request size; taken off its whole-process CPU."""
+        key = (engine, w["bs"])
+        if key not in self.baseline:
+            r = self.fio(engine, submit, w, runtime_ms=1)
+            self.baseline[key] = r["whole_cpu_s"] if r else 0.0
+        return self.baseline[key]
+
+    def fio(self, engine, submit, w, runtime_ms=None):
+        a = self.a
+        if runtime_ms is None:
+            runtime_ms = max(1, int(a.runtime * 1000))
+        cmd, jobs = self.fio_cmd(engine, submit, w, runtime_ms)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            universal_newlines=True)
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         whole = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
-        out, err = p.stdout, p.stderr
         if p.returncode != 0:
-            sys.stderr.write("  fio failed: %s\n  %s" % (" ".join(cmd), err))
+            sys.stderr.write("  fio failed: %s\n  %s" % (" ".join(cmd), p.stderr))
             return None
+        out = p.stdout
         try:
             j = json.loads(out[out.index("{"):])
         except ValueError:
             sys.stderr.write("  fio: unreadable output\n")
             return None
-        iops = cpu = 0.0
+        iops = own = 0.0
         ios = 0
-        p50 = p99 = p999 = None
+        p50 = p99 = p999 = slat_max = slat_p99 = None
         for job in j["jobs"]:
-            d = job["read"] if w["rw"] in ("read", "randread") else job["write"]
+            d = job["read"] if is_read(w) else job["write"]
             iops += d["iops"]
             ios += d["total_ios"]
             rt = job.get("job_runtime", d.get("runtime", 0)) / 1000.0
-            cpu += (job["usr_cpu"] + job["sys_cpu"]) / 100.0 * rt
+            own += (job["usr_cpu"] + job["sys_cpu"]) / 100.0 * rt
             pct = d.get("clat_ns", {}).get("percentile", {})
             if p50 is None and pct:
                 p50 = pct.get("50.000000", 0) / 1000.0
                 p99 = pct.get("99.000000", 0) / 1000.0
                 p999 = pct.get("99.900000", 0) / 1000.0
-        # fio's usr_cpu/sys_cpu leave out io_uring's kernel workers (iou-wrk),
-        # which are threads of the job process: for that engine count the
-        # whole process, less what fio spends starting and stopping.
-        own = cpu
-        if runtime_ms > 1 and engine == "io_uring":
-            cpu = max(own, whole - self.fio_startup(backend, w))
-        return {"backend": backend, "mode": "fio-" + engine, "submit": "each",
-                "rw": w["rw"], "bs": w["bs"],
-                "qd": a.qd, "direct": w["direct"], "iops": iops,
-                "mib_s": iops * w["bs"] / 2**20, "cpu_s": cpu,
+            slat = d.get("slat_ns", {})
+            if slat.get("N"):
+                slat_max = max(slat_max or 0, slat["max"] / 1000.0)
+                sp = slat.get("percentile", {}).get("99.000000")
+                if sp is not None:
+                    slat_p99 = max(slat_p99 or 0, sp / 1000.0)
+        # fio's usr_cpu/sys_cpu leave out threads that are not the job's
+        # own (io_uring's io-wq workers, glibc's POSIX AIO threads): count
+        # the whole process, less what fio spends starting and stopping.
+        cpu = own
+        if runtime_ms > 1:
+            cpu = max(own, whole - self.fio_startup(engine, submit, w))
+        return {"backend": "fio-" + engine, "mode": engine, "submit": submit,
+                "rw": w["rw"], "bs": w["bs"], "qd": a.qd, "direct": w["direct"],
+                "iops": iops, "mib_s": iops * w["bs"] / 2**20, "cpu_s": cpu,
                 "iops_per_cpu_s": ios / cpu if cpu else 0,
                 "lat_p50_us": p50, "lat_p99_us": p99, "lat_p999_us": p999,
-                "fallbacks": 0, "ios": ios, "runtime_s": a.runtime,
-                "threads": jobs, "whole_cpu_s": whole, "fio_own_cpu_s": own, "cmd": " ".join(cmd)}
-
-
-def cpu_us_per_io(r):
-    if not r or not r.get("ios"):
-        return None
-    return r["cpu_s"] / r["ios"] * 1e6
+                "fallbacks": 0, "ios": ios, "runtime_s": a.runtime, "threads": jobs,
+                "slat_max_us": slat_max, "slat_p99_us": slat_p99,
+                "whole_cpu_s": whole, "fio_own_cpu_s": own, "cmd": " ".join(cmd)}
 
 
 def create_file(path, size):
@@ -191,14 +282,18 @@ def create_file(path, size):
         os.fsync(f.fileno())
 
 
+_warm_buf = bytearray(1 << 20)
+
+
 def warm_cache(path, size):
+    view = memoryview(_warm_buf)
     with open(path, "rb", buffering=0) as f:
         left = size
         while left > 0:
-            b = f.read(min(left, 1 << 20))
-            if not b:
+            n = f.readinto(view[:min(left, len(view))])
+            if not n:
                 break
-            left -= len(b)
+            left -= n
 
 
 def probe(afio_bench):
@@ -215,14 +310,39 @@ def probe(afio_bench):
     return avail, skipped
 
 
-def label(w):
-    return "%-9s %4s %-3s" % (w["rw"], human_size(w["bs"]), "dir" if w["direct"] else "buf")
+class Progress:
+    """Cell i of N and the time left, on a terminal only; nothing in CI."""
+
+    def __init__(self, total):
+        self.total = total
+        self.done = 0
+        self.t0 = time.time()
+        self.on = (sys.stderr.isatty() and os.environ.get("CI", "") not in ("true", "1"))
+
+    def step(self, what):
+        self.done += 1
+        if not self.on:
+            return
+        el = time.time() - self.t0
+        left = el / self.done * max(0, self.total - self.done)
+        sys.stderr.write("\r\033[K  cell %d of %d  %-32s %3.0f s left"
+                         % (self.done, self.total, what[:32], left))
+        sys.stderr.flush()
+
+    def grow(self, n):
+        self.total += n
+
+    def end(self):
+        if self.on:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 def main():
     ap = argparse.ArgumentParser(
         prog="afio-bench --compare",
-        description="Every available backend x mode over a workload matrix, next to fio.")
+        description="Every available backend x mode over a workload matrix, next to fio, "
+                    "the raw engines and the thread pool's peers.")
     ap.add_argument("--afio-bench", required=True, help=argparse.SUPPRESS)
     ap.add_argument("--runtime", type=float, default=1.0, help="seconds per cell (default 1)")
     ap.add_argument("--size", type=parse_size, default=parse_size("256m"),
@@ -232,28 +352,47 @@ def main():
     ap.add_argument("--dir", default=".", help="where to create the file (default .)")
     ap.add_argument("--qd", type=int, default=32, help="queue depth (default 32)")
     ap.add_argument("--threads", type=int, default=4,
-                    help="pool workers, and fio psync numjobs (default 4)")
+                    help="pool workers: ours, libuv's, and fio psync numjobs (default 4)")
     ap.add_argument("--bs", type=size_list, default=size_list("4k,64k,1m"))
     ap.add_argument("--rw", type=choice_list(["randread", "randwrite", "read", "write"]),
                     default=["randread", "randwrite"])
     ap.add_argument("--io", type=choice_list(["buffered", "direct"]),
                     default=["buffered", "direct"])
+    ap.add_argument("--workloads", type=workload_list,
+                    help="instead of --rw x --io x --bs: RW:BS:buf|dir,... "
+                         "(e.g. randread:4k:buf,randwrite:4k:dir)")
+    ap.add_argument("--ops", type=choice_list(["openat", "statx", "sendfile"]),
+                    help="instead of reads and writes: these ops through every backend and "
+                         "mode, libuv's pool and a plain loop of the same calls")
+    ap.add_argument("--files", type=int, default=4096,
+                    help="--ops openat,statx: files in the tree (default 4096)")
     ap.add_argument("--backend", "--backends", dest="backends",
                     type=choice_list(BACKENDS), default=BACKENDS)
     ap.add_argument("--mode", "--modes", dest="modes", type=choice_list(MODES), default=MODES)
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="alternate ours and fio this many times per cell; medians (default 1)")
-    ap.add_argument("--no-fio", action="store_true", help="skip the fio side")
+    ap.add_argument("--repeat", type=int, default=2,
+                    help="alternated runs of every cell; medians (default 2)")
+    ap.add_argument("--max-repeat", type=int,
+                    help="a ratio whose runs disagree by more than 15%% is run again, up "
+                         "to this many times in all (default --repeat + 2, or 1 with "
+                         "--repeat 1)")
+    ap.add_argument("--no-fio", action="store_true", help="skip fio")
+    ap.add_argument("--no-peers", action="store_true",
+                    help="skip the raw engines and the thread pool's peers")
     ap.add_argument("--csv", default="afio-compare.csv", help="(default afio-compare.csv)")
     ap.add_argument("--png", default="afio-compare.png",
                     help="chart, drawn when gnuplot is installed (default afio-compare.png)")
-    # Options of the single-run mode that make no sense here.
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.qd < 1 or a.threads < 1 or a.repeat < 1 or not a.runtime > 0:
         ap.error("--qd, --threads, --repeat and --runtime must be positive")
+    if a.max_repeat is None:
+        # One run cannot disagree with itself.
+        a.max_repeat = a.repeat + 2 if a.repeat >= 2 else a.repeat
+    a.max_repeat = max(a.max_repeat, a.repeat)
 
-    have_fio = not a.no_fio and shutil.which("fio") is not None
+    a.have_fio = not a.no_fio and shutil.which("fio") is not None
+    uv = os.path.join(os.path.dirname(os.path.abspath(a.afio_bench)), "afio-uv-bench")
+    a.uv_bench = uv if os.access(uv, os.X_OK) else None
     avail, skipped = probe(a.afio_bench)
     backends = [b for b in a.backends if b in avail]
     for b in a.backends:
@@ -262,8 +401,10 @@ def main():
     if not backends:
         print("no backend available")
         return 1
-    if not a.no_fio and not have_fio:
+    if not a.no_fio and not a.have_fio:
         print("skipped fio: not installed (apt-get install fio)")
+    if not a.no_peers and not a.uv_bench:
+        print("skipped libuv: afio-uv-bench not built (apt-get install libuv1-dev, rebuild)")
 
     created = None
     if not a.file:
@@ -276,93 +417,169 @@ def main():
             create_file(a.file, a.size)
             print("created %s (%s of data) in %.1f s" % (a.file, human_size(a.size),
                                                         time.time() - t))
-        return run(a, backends, have_fio)
+        if a.ops:
+            return run_ops(a, backends)
+        return run(a, backends)
     finally:
         if created:
             os.unlink(created)
 
 
-def run(a, backends, have_fio):
+def jobs_for(a, backends):
+    jobs = [("afio", b, m, "batch") for b in backends for m in a.modes]
+    for b in ("io_uring", "libaio"):
+        if b in backends and "inline" in a.modes and a.have_fio:
+            jobs.append(("afio", b, "inline", "each"))
+    if a.have_fio:
+        for e in ("io_uring", "libaio"):
+            if e in backends:
+                jobs += [("fio", e, "batch"), ("fio", e, "each")]
+    if not a.no_peers:
+        jobs += [("raw", e) for e in ("io_uring", "libaio") if e in backends]
+        jobs.append(("raw", "psync"))
+        if a.uv_bench:
+            jobs.append(("uv",))
+        if a.have_fio:
+            jobs += [("fio", "posixaio", "each"), ("fio", "psync", "each")]
+    return jobs
+
+
+def ratio_rows(a, backends):
+    """(table, name, ours, peer): the ratios that are checked for agreement."""
+    rows = []
+    if a.have_fio:
+        for b in ("io_uring", "libaio"):
+            if b in backends and "inline" in a.modes:
+                rows.append(("fio", "%s/inl : fio %s,batch" % (SHORT[b], b),
+                             ("afio", b, "inline", "batch"), ("fio", b, "batch")))
+                rows.append(("fio", "%s/inl,each : fio %s" % (SHORT[b], b),
+                             ("afio", b, "inline", "each"), ("fio", b, "each")))
+    if not a.no_peers:
+        for b, e in (("io_uring", "io_uring"), ("libaio", "libaio"), ("threads", "psync")):
+            if b in backends and "inline" in a.modes:
+                rows.append(("raw", "%s/inl : raw %s" % (SHORT[b], e if e != "psync" else
+                                                         "psync x1"),
+                             ("afio", b, "inline", "batch"), ("raw", e)))
+        if "threads" in backends and "inline" in a.modes and a.have_fio:
+            rows.append(("raw", "threads/inl : fio psync x%d" % a.threads,
+                         ("afio", "threads", "inline", "batch"), ("fio", "psync", "each")))
+        if "threads" in backends and "async" in a.modes:
+            ours = ("afio", "threads", "async", "batch")
+            if a.uv_bench:
+                rows.append(("pool", "threads/asy : libuv", ours, ("uv",)))
+            if a.have_fio:
+                rows.append(("pool", "threads/asy : fio posixaio", ours,
+                             ("fio", "posixaio", "each")))
+            if "io_uring" in backends:
+                rows.append(("pool", "threads/asy : uring/asy (io-wq)", ours,
+                             ("afio", "io_uring", "async", "batch")))
+    return rows
+
+
+def pair_ratios(ours, peer):
+    """IOPS ratios of the runs of one repeat each, in order."""
+    out = []
+    for o, p in zip(ours, peer):
+        if o and p and p["iops"]:
+            out.append(o["iops"] / p["iops"])
+    return out
+
+
+def settled(ratios):
+    """Two runs agree within AGREE of each other."""
+    rs = sorted(ratios)
+    return any(rs[i + 1] <= rs[i] * (1 + AGREE) for i in range(len(rs) - 1))
+
+
+def run(a, backends):
     r = Runner(a)
     uname = os.uname()
-    print("%s, %d CPUs, kernel %s; file %s; qd %d, %d pool threads, %.2f s per cell%s; "
-          "load average %.2f"
-          % (uname.machine, r.ncpu, uname.release, a.file, a.qd, a.threads, a.runtime,
-             ", %d repeats" % a.repeat if a.repeat > 1 else "", os.getloadavg()[0]))
+    print("%s, %d CPUs, kernel %s; file %s; qd %d, %d pool threads, %.2f s per cell, "
+          "%d repeats (up to %d); load average %.2f"
+          % (uname.machine, os.cpu_count() or 1, uname.release, a.file, a.qd, a.threads,
+             a.runtime, a.repeat, a.max_repeat, os.getloadavg()[0]))
     is_blk = os.path.exists(a.file) and not os.path.isfile(a.file)
 
-    workloads = []
-    for rw in a.rw:
-        for io in a.io:
-            for bs in a.bs:
-                workloads.append({"rw": rw, "bs": bs, "direct": io == "direct"})
-    combos = [(b, m) for b in backends for m in a.modes]
-    results = {}   # (label, backend, mode) -> [runs]
-    fio_res = {}   # (label, backend) -> [runs]
-    each_res = {}  # (label, backend) -> [runs] of the fio-matched mode, --submit-each
+    if a.workloads:
+        workloads = a.workloads
+    else:
+        workloads = [{"rw": rw, "bs": bs, "direct": io == "direct"}
+                     for rw in a.rw for io in a.io for bs in a.bs]
+    jobs = jobs_for(a, backends)
+    checks = ratio_rows(a, backends)
+    res = {}    # (label, job) -> [run or None], one per repeat
     rows = []
+    prog = Progress(len(workloads) * len(jobs) * a.repeat)
     t_start = time.time()
+
+    def one(w, job, rep):
+        lab = label(w)
+        # A daemon here reclaims idle page cache: warm the file right
+        # before each buffered read, not once per workload.
+        if not w["direct"] and is_read(w) and not is_blk:
+            warm_cache(a.file, a.size)
+        out = r.run(job, w)
+        res.setdefault((lab, job), []).append(out)
+        if out:
+            rows.append(dict(out, kind=job[0], job=job_name(job), repeat=rep))
+        prog.step("%s %s" % (lab, job_name(job)))
+
     for w in workloads:
         lab = label(w)
-        jobs = []  # (kind, backend, mode), in the order of one repeat
-        for b in backends:
-            jobs += [("afio", b, m) for m in a.modes]
-            if have_fio and b in FIO_SUBMITS_EACH and FIO_MATCH_MODE[b] in a.modes:
-                jobs.append(("each", b, FIO_MATCH_MODE[b]))
-            if have_fio:
-                jobs.append(("fio", b, None))
         for rep in range(a.repeat):
-            if not w["direct"] and w["rw"] in ("read", "randread") and not is_blk:
-                warm_cache(a.file, a.size)
             if w["rw"] in ("write", "randwrite"):
                 os.sync()
             # Every other repeat runs backwards, so that no run is always
             # the first after the page cache was warmed or synced.
-            for kind, b, m in jobs if rep % 2 == 0 else reversed(jobs):
-                if kind == "fio":
-                    res = r.fio(b, w)
-                    fio_res.setdefault((lab, b), []).append(res)
-                elif kind == "each":
-                    res = r.ours(b, m, w, each=True)
-                    each_res.setdefault((lab, b), []).append(res)
-                else:
-                    res = r.ours(b, m, w)
-                    results.setdefault((lab, b, m), []).append(res)
-                if res:
-                    rows.append(dict(res, kind="fio" if kind == "fio" else "afio",
-                                     repeat=rep))
-        sys.stderr.write("  %s done (%.0f s)\n" % (lab, time.time() - t_start))
+            for job in jobs if rep % 2 == 0 else reversed(jobs):
+                one(w, job, rep)
+        # A ratio whose runs disagree is run again, alternated, until two
+        # agree or --max-repeat.
+        for rep in range(a.repeat, a.max_repeat):
+            again = [(o, p) for _, _, o, p in checks
+                     if not settled(pair_ratios(res.get((lab, o), []),
+                                                res.get((lab, p), [])))]
+            if not again:
+                break
+            todo = []
+            for o, p in again:
+                todo += [j for j in (o, p) if j not in todo]
+            prog.grow(len(todo))
+            if w["rw"] in ("write", "randwrite"):
+                os.sync()
+            for job in todo if rep % 2 == 0 else reversed(todo):
+                one(w, job, rep)
+    prog.end()
 
-    def med(runs, key):
-        return median([x[key] for x in runs if x] if runs else [])
+    def runs(lab, job):
+        return [x for x in res.get((lab, job), []) if x]
 
-    def med_cpu_io(runs):
-        return median([cpu_us_per_io(x) for x in runs if x] if runs else [])
+    def med(lab, job, key):
+        return median([x.get(key) for x in runs(lab, job)])
 
-    # Table 1: IOPS, winner marked.
+    def med_cpu(lab, job):
+        return median([cpu_us_per_io(x) for x in runs(lab, job)])
+
+    combos = [(b, m) for b in backends for m in a.modes]
     colw = 10
-    heads = ["%s/%s" % (("uring" if b == "io_uring" else b), m) for b, m in combos]
+    heads = ["%s/%s" % (SHORT[b], m) for b, m in combos]
     print()
-    print("IOPS (median of %d; * = best in the row; 'bound' = cpu: a core was busy, "
-          "dev: waiting for the device)" % a.repeat)
+    print("IOPS (median; * = best in the row; 'bound' = cpu: a core was busy, "
+          "dev: waiting for the device)")
     print("%-18s" % "workload" + "".join("%*s" % (colw, h[:colw - 1]) for h in heads)
           + "  bound")
     for w in workloads:
         lab = label(w)
-        vals = [med(results.get((lab, b, m)), "iops") for b, m in combos]
+        vals = [med(lab, ("afio", b, m, "batch"), "iops") for b, m in combos]
         best = max([v for v in vals if v is not None], default=None)
-        cells = []
-        for v in vals:
-            s = fmt_iops(v) + ("*" if v is not None and v == best else " ")
-            cells.append("%*s" % (colw, s))
-        # Which limit: the winner's CPU use per second of wall time.
-        bound = "-"
+        cells, bound = [], "-"
         for (b, m), v in zip(combos, vals):
+            cells.append("%*s" % (colw, fmt_iops(v) + ("*" if v is not None and v == best
+                                                       else " ")))
             if v is not None and v == best:
-                runs = [x for x in results[(lab, b, m)] if x]
-                busy = statistics.median([x["cpu_s"] / x["runtime_s"] for x in runs])
-                bound = "cpu" if busy > 0.75 else "dev"
-                bound += " %.1f" % busy
+                busy = median([x["cpu_s"] / x["runtime_s"]
+                               for x in runs(lab, ("afio", b, m, "batch"))])
+                bound = ("cpu" if busy > 0.75 else "dev") + " %.1f" % busy
         print("%-18s" % lab + "".join(cells) + "  " + bound)
 
     print()
@@ -370,109 +587,213 @@ def run(a, backends, have_fio):
     print("%-18s" % "workload" + "".join("%*s" % (colw, h[:colw - 1]) for h in heads))
     for w in workloads:
         lab = label(w)
-        vals = [med_cpu_io(results.get((lab, b, m))) for b, m in combos]
+        vals = [med_cpu(lab, ("afio", b, m, "batch")) for b, m in combos]
         best = min([v for v in vals if v is not None], default=None)
-        cells = []
-        for v in vals:
-            s = "-" if v is None else "%.2f" % v
-            s += "*" if v is not None and v == best else " "
-            cells.append("%*s" % (colw, s))
-        print("%-18s" % lab + "".join(cells))
+        print("%-18s" % lab + "".join(
+            "%*s" % (colw, fmt(v) + ("*" if v is not None and v == best else " "))
+            for v in vals))
 
-    if have_fio:
+    titles = {
+        "fio": "Ours / fio, like for like (batch against fio --iodepth_batch_submit=%d "
+               "--iodepth_batch_complete_min=1, ',each' against fio's default; "
+               "fio --iomem=mmap)" % a.qd,
+        "raw": "Ours / the raw engine, no library (afio-bench --raw; goal IOPS >= 0.95, "
+               "CPU/IO <= 1.05)",
+        "pool": "The thread pool and its peers, %d threads each (goal IOPS >= 1.2, "
+                "CPU/IO <= 1.0)" % a.threads,
+    }
+    for table in ("fio", "raw", "pool"):
+        mine = [c for c in checks if c[0] == table]
+        if not mine:
+            continue
         print()
-        print("ours / fio with the same engine, same file, runs alternated "
-              "(IOPS ratio >= 1 and CPU/IO ratio <= 1 are good)")
-        print("(',each': ours submitted one by one, as fio's engine does by default)")
-        print("%-18s %-24s %9s %9s %6s %9s %9s %6s" %
-              ("workload", "ours vs fio", "ours", "fio", "IOPS", "cpu/io", "fio", "CPU"))
-        def ratio_row(lab, name, o_runs, f_runs):
-            oi, fi = med(o_runs, "iops"), med(f_runs, "iops")
-            oc, fc = med_cpu_io(o_runs), med_cpu_io(f_runs)
-            print("%-18s %-24s %9s %9s %6s %9s %9s %6s" % (
-                lab, name, fmt_iops(oi), fmt_iops(fi),
-                "%.2f" % (oi / fi) if oi and fi else "-",
-                "%.2f" % oc if oc else "-", "%.2f" % fc if fc else "-",
-                "%.2f" % (oc / fc) if oc and fc else "-"))
-
+        print(titles[table])
+        print("('~': no two alternated runs of the ratio agreed within 15%; spread shown)")
+        print("%-18s %-32s %8s %8s %6s %11s %7s %7s %6s" %
+              ("workload", "ours : peer", "ours", "peer", "IOPS", "(spread)", "cpu/io",
+               "peer", "CPU"))
         for w in workloads:
             lab = label(w)
-            for b in backends:
-                m = FIO_MATCH_MODE[b]
-                if m not in a.modes:
-                    m = a.modes[0]
-                o_runs = results.get((lab, b, m))
-                f_runs = fio_res.get((lab, b))
-                short = "%s/%s" % ("uring" if b == "io_uring" else b, m[:3])
-                engine = FIO_ENGINE[b] + ("x%d" % a.threads if b == "threads" else "")
-                ratio_row(lab, "%s:%s" % (short, engine), o_runs, f_runs)
-                if (lab, b) in each_res:
-                    ratio_row(lab, "%s,each:%s" % (short, engine), each_res[(lab, b)],
-                              f_runs)
+            for _, name, o, p in mine:
+                rs = pair_ratios(res.get((lab, o), []), res.get((lab, p), []))
+                oi, pi = med(lab, o, "iops"), med(lab, p, "iops")
+                oc, pc = med_cpu(lab, o), med_cpu(lab, p)
+                ratio = median(rs)
+                spread = "%.2f-%.2f" % (min(rs), max(rs)) if len(rs) > 1 else ""
+                mark = "" if settled(rs) or len(rs) < 2 else "~"
+                print("%-18s %-32s %8s %8s %6s %11s %7s %7s %6s" % (
+                    lab, name, fmt_iops(oi), fmt_iops(pi), fmt(ratio) + mark, spread,
+                    fmt(oc), fmt(pc), fmt(oc / pc if oc and pc else None)))
+
+    # Stalls: ours per backend/mode, fio's submission latency beside them.
+    fio_slat = [("fio", e, s) for e in ("libaio", "io_uring") for s in ("each", "batch")
+                if ("fio", e, s) in jobs]
+    print()
+    print("Event-loop stalls in us: our longest call to afio_submit()/afio_poll(ctx, 0, 0) "
+          "and its p99 (max/p99),")
+    print("fio's submission latency (slat max/p99), and a raw engine's longest round; 'm' = "
+          "ms.  '!' marks a call of ours that slept >= 1 ms (device, lock, page cache)")
+    raws = [j for j in (("raw", "libaio"), ("raw", "io_uring")) if j in jobs]
+    heads2 = heads + [job_name(j)[4:] for j in fio_slat] + [job_name(j) for j in raws]
+    print("%-18s" % "workload" + "".join("%*s" % (colw + 1, h[:colw]) for h in heads2))
+    for w in workloads:
+        lab = label(w)
+        cells = []
+        for b, m in combos:
+            job = ("afio", b, m, "batch")
+            mx, p99 = med(lab, job, "loop_stall_max_us"), med(lab, job, "loop_stall_p99_us")
+            slept = max([x.get("loop_slept_max_us", 0) for x in runs(lab, job)], default=0)
+            cells.append("%s/%s%s" % (fmt_us(mx), fmt_us(p99), "!" if slept >= 1000 else ""))
+        for j in fio_slat:
+            cells.append("%s/%s" % (fmt_us(med(lab, j, "slat_max_us")),
+                                    fmt_us(med(lab, j, "slat_p99_us"))))
+        for j in raws:
+            cells.append("%s/%s" % (fmt_us(med(lab, j, "loop_stall_max_us")),
+                                    fmt_us(med(lab, j, "loop_stall_p99_us"))))
+        print("%-18s" % lab + "".join("%*s" % (colw + 1, c) for c in cells))
 
     if "io_uring" in backends and "libaio" in backends:
         print()
         print("io_uring / libaio IOPS (best mode of each)")
         for w in workloads:
             lab = label(w)
-            u = max([v for v in (med(results.get((lab, "io_uring", m)), "iops")
+            u = max([v for v in (med(lab, ("afio", "io_uring", m, "batch"), "iops")
                                  for m in a.modes) if v], default=None)
-            l = max([v for v in (med(results.get((lab, "libaio", m)), "iops")
+            l = max([v for v in (med(lab, ("afio", "libaio", m, "batch"), "iops")
                                  for m in a.modes) if v], default=None)
             if u and l:
                 print("%-18s %.2f" % (lab, u / l))
 
-    fields = ["kind", "backend", "mode", "submit", "rw", "bs", "direct", "qd", "threads", "repeat",
-              "iops", "mib_s", "cpu_s", "iops_per_cpu_s", "cpu_us_per_io", "lat_p50_us",
-              "lat_p99_us", "lat_p999_us", "fallbacks", "ios", "runtime_s", "whole_cpu_s", "fio_own_cpu_s", "cmd"]
+    fields = ["kind", "job", "backend", "mode", "submit", "rw", "bs", "direct", "qd", "threads",
+              "repeat", "iops", "mib_s", "cpu_s", "iops_per_cpu_s", "cpu_us_per_io",
+              "lat_p50_us", "lat_p99_us", "lat_p999_us", "loop_stall_max_us",
+              "loop_stall_p99_us", "loop_slept_max_us", "slat_max_us", "slat_p99_us",
+              "fallbacks", "ios", "runtime_s", "whole_cpu_s", "fio_own_cpu_s", "cmd"]
     with open(a.csv, "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         wr.writeheader()
         for row in rows:
-            row = dict(row, cpu_us_per_io=cpu_us_per_io(row))
-            wr.writerow(row)
+            wr.writerow(dict(row, cpu_us_per_io=cpu_us_per_io(row)))
     print()
     print("wrote %s (%d runs) in %.0f s; load average %.2f (other work on the machine "
           "makes figures noisy)" % (a.csv, len(rows), time.time() - t_start,
                                     os.getloadavg()[0]))
 
     if shutil.which("gnuplot") and a.png:
-        plot(a, workloads, combos, results, fio_res if have_fio else {}, backends)
+        plot(a, workloads, jobs, res)
     elif a.png:
         print("no chart: gnuplot not installed (apt-get install gnuplot-nox)")
     return 0
 
 
-def plot(a, workloads, combos, results, fio_res, backends):
-    cols = ["%s/%s" % (b, m) for b, m in combos]
-    fio_cols = ["fio-%s" % FIO_ENGINE[b] for b in backends] if fio_res else []
+def make_tree(a):
+    a.tree = tempfile.mkdtemp(prefix="afio-tree.", dir=a.dir)
+    for i in range(a.files):
+        d = os.path.join(a.tree, "d%02d" % (i % 16))
+        os.makedirs(d, exist_ok=True)
+        open(os.path.join(d, "f%05d" % i), "w").close()
+
+
+def run_ops(a, backends):
+    """The ops, ours against libuv's pool and a plain loop: ops per second
+    (openat: an open and a close; sendfile: MiB/s) and CPU per op."""
+    r = Runner(a)
+    make_tree(a)
+    try:
+        print("ops: %s; qd %d, %d pool threads, %.2f s per cell, %d repeats; %d files in "
+              "a tree, sendfile of %s at a time from a cached %s file to %d TCP "
+              "connections on 127.0.0.1; load average %.2f"
+              % (",".join(a.ops), a.qd, a.threads, a.runtime, a.repeat, a.files,
+                 human_size(a.bs[0]), human_size(a.size), a.qd, os.getloadavg()[0]))
+        jobs = [("afio", b, m, "batch") for b in backends for m in a.modes]
+        jobs += [("raw", "psync")] + ([("uv",)] if a.uv_bench else [])
+        res = {}
+        prog = Progress(len(a.ops) * len(jobs) * a.repeat)
+        for op in a.ops:
+            w = {"op": op, "bs": a.bs[0]}
+            for rep in range(a.repeat):
+                for job in jobs if rep % 2 == 0 else reversed(jobs):
+                    res.setdefault((op, job), []).append(r.run(job, w))
+                    prog.step("%s %s" % (op, job_name(job)))
+        prog.end()
+    finally:
+        shutil.rmtree(a.tree, ignore_errors=True)
+
+    def val(op, job):
+        key = "mib_s" if op == "sendfile" else "iops"
+        return median([x[key] for x in res.get((op, job), []) if x])
+
+    def cpu(op, job):
+        return median([cpu_us_per_io(x) for x in res.get((op, job), []) if x])
+
+    names = [job_name(j).replace("raw psync x1", "sync loop") for j in jobs]
+    print()
+    print("ops per second (sendfile: MiB/s), median of %d; CPU per op in us below" % a.repeat)
+    print("%-9s" % "op" + "".join("%11s" % n[:10] for n in names))
+    for op in a.ops:
+        print("%-9s" % op + "".join("%11s" % (fmt_iops(val(op, j)) if op != "sendfile" else
+                                             fmt(val(op, j), "%.0f")) for j in jobs))
+        print("%-9s" % "  cpu/op" + "".join("%11s" % fmt(cpu(op, j)) for j in jobs))
+    if a.uv_bench:
+        print()
+        print("against libuv (goal: io_uring >= 1.0 at CPU/op <= 1.0; the pool >= 1.0) and "
+              "the plain loop")
+        print("%-9s %-14s %8s %8s %8s %8s" % ("op", "ours", "/libuv", "cpu", "/loop", "cpu"))
+        for op in a.ops:
+            for b, m in [(b, m) for b in backends for m in a.modes]:
+                j = ("afio", b, m, "batch")
+                o, u, l = val(op, j), val(op, ("uv",)), val(op, ("raw", "psync"))
+                oc, uc, lc = cpu(op, j), cpu(op, ("uv",)), cpu(op, ("raw", "psync"))
+                print("%-9s %-14s %8s %8s %8s %8s" % (
+                    op, job_name(j), fmt(o / u if o and u else None),
+                    fmt(oc / uc if oc and uc else None), fmt(o / l if o and l else None),
+                    fmt(oc / lc if oc and lc else None)))
+    rows = [dict(x, kind=j[0], job=job_name(j), repeat=i)
+            for (op, j), xs in res.items() for i, x in enumerate(xs) if x]
+    fields = ["kind", "job", "backend", "mode", "rw", "bs", "qd", "threads", "repeat", "iops",
+              "mib_s", "cpu_s", "cpu_us_per_io", "lat_p50_us", "lat_p99_us",
+              "loop_stall_max_us", "loop_stall_p99_us", "fallbacks", "ios", "runtime_s", "cmd"]
+    with open(a.csv, "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        wr.writeheader()
+        for row in rows:
+            wr.writerow(dict(row, cpu_us_per_io=cpu_us_per_io(row)))
+    print()
+    print("wrote %s (%d runs); load average %.2f" % (a.csv, len(rows), os.getloadavg()[0]))
+    return 0
+
+
+def plot(a, workloads, jobs, res):
+    shown = [j for j in jobs if j[0] != "afio" or j[3] == "batch"]
     with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as dat:
-        dat.write("workload " + " ".join(cols + fio_cols) + "\n")
+        dat.write("workload " + " ".join(job_name(j).replace(" ", "_") for j in shown) + "\n")
         for w in workloads:
             lab = label(w)
             vals = []
-            for b, m in combos:
-                v = median([x["iops"] for x in results.get((lab, b, m), []) if x])
-                vals.append("%.0f" % v if v else "NaN")
-            for b in backends if fio_res else []:
-                v = median([x["iops"] for x in fio_res.get((lab, b), []) if x])
+            for j in shown:
+                v = median([x["iops"] for x in res.get((lab, j), []) if x])
                 vals.append("%.0f" % v if v else "NaN")
             dat.write('"%s" %s\n' % (re.sub(r"\s+", " ", lab), " ".join(vals)))
         name = dat.name
-    # One hue per backend, lighter for later modes; fio in greys.
+    # A hue per backend, lighter for later modes; greys for the others.
     shades = {"io_uring": ["#08519c", "#3182bd", "#9ecae1"],
               "libaio": ["#006d2c", "#31a354", "#a1d99b"],
               "threads": ["#a63603", "#e6550d", "#fdae6b"]}
-    greys = ["#252525", "#636363", "#bdbdbd"]
-    colors = [shades[b][MODES.index(m)] for b, m in combos]
-    colors += [greys[BACKENDS.index(b)] for b in backends] if fio_cols else []
+    greys = ["#111111", "#333333", "#555555", "#777777", "#999999", "#bbbbbb", "#dddddd"]
+    colors, g = [], 0
+    for j in shown:
+        if j[0] == "afio":
+            colors.append(shades[j[1]][MODES.index(j[2])])
+        else:
+            colors.append(greys[g % len(greys)])
+            g += 1
     clauses = []
     for i, c in enumerate(colors):
         src = "'%s'" % name if i == 0 else "''"
         xtic = ":xtic(1)" if i == 0 else ""
         clauses.append("%s using %d%s title columnhead lc rgb '%s'" % (src, i + 2, xtic, c))
     script = """
-set terminal pngcairo size 1400,700 noenhanced font ",10"
+set terminal pngcairo size 1600,700 noenhanced font ",10"
 set output '%s'
 set title 'afio-bench: IOPS per workload, qd %d, %.2f s per cell'
 set style data histogram

@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MIT
 # Installs what is missing (Debian/Ubuntu), builds into build-bench and runs
 # afio-bench --compare on a scratch file it creates and removes: about a
-# minute.  Extra arguments go to afio-bench --compare; RUNTIME sets the
-# seconds per cell (default 0.25), DIR where the scratch file goes.
+# minute.  Extra arguments go to afio-bench --compare.  RUNTIME sets the
+# seconds per cell (default 0.2), DIR where the scratch file goes,
+# WORKLOADS and MODES what runs (WORKLOADS= and MODES= for the whole
+# matrix of --rw, --io, --bs and every mode).
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -11,6 +13,10 @@ scripts/install-deps.sh --bench
 [ -f build-bench/build.ninja ] || meson setup build-bench -Dwerror=true
 ninja -C build-bench
 
-exec ./build-bench/bench/afio-bench --compare --runtime "${RUNTIME:-0.25}" \
-	--dir "${DIR:-build-bench}" \
+workloads=${WORKLOADS-randread:4k:buf,randread:64k:buf,randwrite:4k:buf,randread:4k:dir}
+modes=${MODES-inline,async}
+set -- ${workloads:+--workloads "$workloads"} ${modes:+--modes "$modes"} --max-repeat 3 "$@"
+# One benchmark at a time on a shared machine.
+exec flock /tmp/afio-bench.lock ./build-bench/bench/afio-bench --compare \
+	--runtime "${RUNTIME:-0.2}" --dir "${DIR:-build-bench}" \
 	--csv build-bench/afio-compare.csv --png build-bench/afio-compare.png "$@"

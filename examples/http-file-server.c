@@ -1,526 +1,764 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * afio-httpd: serves the files below --root over HTTP/1.1 (GET and HEAD),
- * with libasyncfio doing every receive, file read and send.
+ * with libasyncfio doing every accept, open, stat, file read and send.
  *
- * Each connection runs one step at a time, so it always has exactly one
- * request in flight: receive the request head, send the response head,
- * then read a chunk of the file and send it, until the file is done.
- * A reader that falls behind therefore holds back only its own file reads.
+ * Each of --workers threads has its own context, its own SO_REUSEPORT
+ * listener, connections, buffers and open-file cache, and shares nothing
+ * with the others: the kernel spreads the connections.  A thread's loop is
+ * afio_poll() alone; a periodic afio_timeout() drives the timeouts, and
+ * the main thread, which waits for SIGINT/SIGTERM, stops the workers with
+ * a byte on a socket each keeps a receive on.  On a stop the listener is
+ * no longer accepted from, idle connections close, the others close after
+ * the response under way; then each worker prints its statistics.
+ *
+ * Timeouts: a connection's deadline is its last touch plus --timeout, and
+ * all have the same length, so a list in touch order is also in deadline
+ * order: a touch is an unlink and an append, and the tick looks at the
+ * head only.  Touches: a new connection, the first byte of a request
+ * head, the end of a response (keep-alive idle) and each send's progress.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
+#include <getopt.h>
 #include <linux/openat2.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "http-server.h"
 #include "server.h"
 
-#define DEFAULT_PORT	8080
-#define MAX_CONN	64
-#define REQUEST_MAX	8192		/* request line and headers */
-#define HEAD_MAX	512		/* response line and headers */
-#define CHUNK_SIZE	(64 * 1024)	/* one file read */
+#define DEFAULT_PORT		8080
+#define DEFAULT_MAX_CONN	10000
+#define DEFAULT_TIMEOUT		60
+#define CACHE_MAX_IDLE		1024		/* open files kept that nobody uses */
+#define POOL_BYTES		(64u << 20)	/* response buffers, per worker */
+#define LINGER_NS		2000000000ull	/* lingering close, at most */
+#define ASYNC_MAX_THREADS	1024
+#define SENDFILE_MIN		(64 * 1024)
+#define NS			1000000000ull
 
-struct httpd;
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
-struct conn {
-	struct httpd *httpd;
-	int fd;			/* the socket; -1: the slot is free */
-	int file_fd;		/* the file being sent, or -1 */
-	bool keep_alive;
-	bool head_only;		/* HEAD: no body */
-	size_t req_len;		/* bytes in req[] */
-	size_t req_used;	/* of them, the request being answered */
-	uint64_t file_off;
-	uint64_t file_size;
-	const char *out;	/* what is being sent: into head[] or chunk[] */
-	size_t out_len;
-	size_t out_sent;
-	void (*after_send)(struct conn *c);
-	char req[REQUEST_MAX + 1];	/* + 1: room to end the head with a NUL */
-	char head[HEAD_MAX];
-	char chunk[CHUNK_SIZE];
-};
+/* ---- time ---- */
 
-struct httpd {
-	struct server srv;
-	int root_fd;
-	unsigned open_conns;
-	bool stopping;		/* callbacks close instead of going on */
-	struct conn conns[MAX_CONN];
-};
-
-enum status {
-	OK = 200,
-	BAD_REQUEST = 400,
-	FORBIDDEN = 403,
-	NOT_FOUND = 404,
-	METHOD_NOT_ALLOWED = 405,
-	SERVER_ERROR = 500,
-};
-
-static const char *reason_phrase(enum status s)
+void worker_read_clock(struct worker *w)
 {
-	switch (s) {
-	case OK:			return "OK";
-	case BAD_REQUEST:		return "Bad Request";
-	case FORBIDDEN:			return "Forbidden";
-	case NOT_FOUND:			return "Not Found";
-	case METHOD_NOT_ALLOWED:	return "Method Not Allowed";
-	default:			return "Internal Server Error";
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	w->now = (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+	if (ts.tv_sec != w->wall) {
+		w->wall = ts.tv_sec;
+		http_format_date(w->wall, w->date);
 	}
+	w->clock_stale = false;
 }
 
-static const char *content_type(const char *path)
+void timer_clear(struct conn *c)
 {
-	static const struct { const char *ext, *type; } types[] = {
-		{ ".html", "text/html; charset=utf-8" },
-		{ ".txt", "text/plain; charset=utf-8" },
-		{ ".css", "text/css" },
-		{ ".js", "text/javascript" },
-		{ ".json", "application/json" },
-		{ ".png", "image/png" },
-		{ ".jpg", "image/jpeg" },
-		{ ".svg", "image/svg+xml" },
-	};
-	const char *dot = strrchr(path, '.');
+	struct timer_list *t = c->timer;
 
-	for (size_t i = 0; dot && i < sizeof(types) / sizeof(types[0]); i++)
-		if (!strcmp(dot, types[i].ext))
-			return types[i].type;
-	return "application/octet-stream";
-}
-
-/* ---- connection life cycle ---- */
-
-static void close_file(struct conn *c)
-{
-	if (c->file_fd >= 0)
-		close(c->file_fd);
-	c->file_fd = -1;
-}
-
-static void conn_close(struct conn *c)
-{
-	close_file(c);
-	close(c->fd);
-	c->fd = -1;
-	c->httpd->open_conns--;
-}
-
-static void on_sent(void *data, ssize_t res);
-static void on_request_data(void *data, ssize_t res);
-static void on_file_read(void *data, ssize_t res);
-static void read_request(struct conn *c);
-
-static void send_rest(struct conn *c)
-{
-	if (afio_send(c->httpd->srv.ctx, c->fd, c->out + c->out_sent,
-		      c->out_len - c->out_sent, 0, on_sent, c))
-		conn_close(c);
-}
-
-/* Sends all of buf, then calls then(). */
-static void send_all(struct conn *c, const char *buf, size_t len,
-		     void (*then)(struct conn *c))
-{
-	c->out = buf;
-	c->out_len = len;
-	c->out_sent = 0;
-	c->after_send = then;
-	send_rest(c);
-}
-
-static void on_sent(void *data, ssize_t res)
-{
-	struct conn *c = data;
-
-	if (res < 0 || c->httpd->stopping) {
-		conn_close(c);
+	if (!t)
 		return;
-	}
-	c->out_sent += (size_t)res;
-	if (c->out_sent < c->out_len)
-		send_rest(c);
+	if (c->tprev)
+		c->tprev->tnext = c->tnext;
 	else
-		c->after_send(c);
+		t->head = c->tnext;
+	if (c->tnext)
+		c->tnext->tprev = c->tprev;
+	else
+		t->tail = c->tprev;
+	c->tprev = c->tnext = NULL;
+	c->timer = NULL;
 }
 
-/* The response is out: wait for the next request, or hang up. */
-static void finish_response(struct conn *c)
+void timer_set(struct conn *c, struct timer_list *t)
 {
-	close_file(c);
-	if (!c->keep_alive) {
-		conn_close(c);
-		return;
-	}
-	/* Keep what a pipelining client already sent after this request. */
-	c->req_len -= c->req_used;
-	memmove(c->req, c->req + c->req_used, c->req_len);
-	c->req_used = 0;
-	read_request(c);
+	worker_clock(c->w);
+	timer_clear(c);
+	c->deadline = c->w->now + t->duration_ns;
+	c->timer = t;
+	c->tprev = t->tail;
+	if (t->tail)
+		t->tail->tnext = c;
+	else
+		t->head = c;
+	t->tail = c;
 }
 
-static void send_next_chunk(struct conn *c)
+static void expire(struct worker *w)
 {
-	uint64_t left = c->file_size - c->file_off;
-	size_t len = left < CHUNK_SIZE ? (size_t)left : CHUNK_SIZE;
+	for (int i = 0; i < 2; i++) {
+		struct timer_list *t = &w->timers[i];
 
-	if (!len) {
-		finish_response(c);
-		return;
-	}
-	if (afio_read(c->httpd->srv.ctx, c->file_fd, c->chunk, len, c->file_off,
-		      on_file_read, c))
-		conn_close(c);
-}
+		while (t->head && t->head->deadline <= w->now) {
+			struct conn *c = t->head;
 
-static void on_file_read(void *data, ssize_t res)
-{
-	struct conn *c = data;
-
-	/* The head promised file_size bytes: a failed or short read (the file
-	   shrank) can only end the connection, so the client sees the cut. */
-	if (res <= 0 || c->httpd->stopping) {
-		conn_close(c);
-		return;
-	}
-	c->file_off += (uint64_t)res;
-	send_all(c, c->chunk, (size_t)res, send_next_chunk);
-}
-
-/* ---- responses ---- */
-
-static void send_error(struct conn *c, enum status s)
-{
-	const char *allow = s == METHOD_NOT_ALLOWED ? "Allow: GET, HEAD\r\n" : "";
-	char body[64];
-	int body_len, n;
-
-	/* An error ends the connection: what follows a bad request is suspect. */
-	c->keep_alive = false;
-	body_len = snprintf(body, sizeof(body), "%d %s\n", s, reason_phrase(s));
-	n = snprintf(c->head, sizeof(c->head),
-		     "HTTP/1.1 %d %s\r\n%sContent-Type: text/plain\r\n"
-		     "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
-		     s, reason_phrase(s), allow, body_len, c->head_only ? "" : body);
-	send_all(c, c->head, (size_t)n, finish_response);
-}
-
-static void send_file(struct conn *c, const char *path)
-{
-	int n;
-
-	n = snprintf(c->head, sizeof(c->head),
-		     "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %llu\r\n"
-		     "Connection: %s\r\n\r\n",
-		     content_type(path), (unsigned long long)c->file_size,
-		     c->keep_alive ? "keep-alive" : "close");
-	c->file_off = 0;
-	send_all(c, c->head, (size_t)n, c->head_only ? finish_response : send_next_chunk);
-}
-
-/* ---- from request target to open file ---- */
-
-static int hex_value(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
-/* Undoes %XX escapes into out (size PATH_MAX); the query is dropped. */
-static enum status decode_target(const char *target, char *out, size_t size)
-{
-	size_t n = 0;
-
-	for (const char *p = target; *p && *p != '?' && *p != '#'; p++) {
-		char ch = *p;
-
-		if (ch == '%') {
-			int hi = hex_value(p[1]), lo = hi < 0 ? -1 : hex_value(p[2]);
-
-			if (lo < 0)
-				return BAD_REQUEST;
-			ch = (char)(hi << 4 | lo);
-			p += 2;
+			timer_clear(c);
+			conn_timed_out(c);
 		}
-		/* A NUL would cut the path short of what the client asked. */
-		if (!ch || n + 1 >= size)
-			return BAD_REQUEST;
-		out[n++] = ch;
 	}
-	out[n] = '\0';
-	return OK;
 }
 
-/* Rejects any ".." segment: checked after decoding, so %2e%2e counts too. */
-static bool climbs_out(const char *path)
+/* ---- buffers ---- */
+
+void *pool_take(struct buf_pool *p)
 {
-	for (const char *seg = path; seg; seg = strchr(seg, '/')) {
-		seg += *seg == '/';
-		if (seg[0] == '.' && seg[1] == '.' && (!seg[2] || seg[2] == '/'))
-			return true;
+	void *buf = p->free_bufs;
+
+	if (buf) {
+		p->free_bufs = *(void **)buf;
+		return buf;
 	}
-	return false;
+	if (p->total == p->max)
+		return NULL;
+	buf = aligned_alloc(BUF_ALIGN, BUF_SIZE);
+	if (buf)
+		p->total++;
+	return buf;
+}
+
+void pool_wait(struct buf_pool *p, struct conn *c)
+{
+	c->next_free = NULL;
+	if (p->waiters_tail)
+		p->waiters_tail->next_free = c;
+	else
+		p->waiters = c;
+	p->waiters_tail = c;
+}
+
+void pool_give(struct worker *w, void *buf)
+{
+	struct buf_pool *p = &w->pool;
+	struct conn *c = p->waiters;
+
+	if (c) {
+		p->waiters = c->next_free;
+		if (!p->waiters)
+			p->waiters_tail = NULL;
+		c->on_buf(c, buf);
+		return;
+	}
+	*(void **)buf = p->free_bufs;
+	p->free_bufs = buf;
+}
+
+static void pool_destroy(struct buf_pool *p)
+{
+	void *buf;
+
+	while ((buf = p->free_bufs)) {
+		p->free_bufs = *(void **)buf;
+		free(buf);
+	}
+}
+
+/* ---- accepting ---- */
+
+static void on_accept(void *data, ssize_t res);
+
+/* The connection waiting longest between requests goes (its receive
+   ends with 0 and closes it), so that a descriptor comes free. */
+static void drain_idle(struct worker *w)
+{
+	for (struct conn *c = w->timers[0].head; c; c = c->tnext) {
+		if (c->state == C_HEAD && c->in_len == c->in_start && c->ops) {
+			timer_clear(c);
+			conn_timed_out(c);
+			return;
+		}
+	}
+}
+
+static void arm_accepts(struct worker *w)
+{
+	while (!w->stopping && !w->accept_paused && w->accepts < ACCEPTS &&
+	       w->open_conns + w->accepts < w->max_conn) {
+		if (afio_accept(w->ctx, w->listen_fd, SOCK_NONBLOCK | SOCK_CLOEXEC,
+				on_accept, &w->accept_tag))
+			break;
+		w->accepts++;
+	}
 }
 
 /*
- * Opens path below root_fd.  RESOLVE_BENEATH also stops symlinks that lead
- * out of the root.  O_NONBLOCK keeps a FIFO from stalling the whole loop
- * in open(); it is cleared again for the file, since some backends would
- * then refuse to wait for the disk.
+ * Out of descriptors: the connection stays in the backlog, and the next
+ * accept would fail at once again.  Give up the spare descriptor, take
+ * the waiting connections and close them, so their clients hear of it
+ * instead of hanging; then accept no more until the next tick.
  */
-static int open_below(int root_fd, const char *path)
+static void shed_connections(struct worker *w)
+{
+	int fd;
+
+	if (w->spare_fd < 0)
+		w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (w->spare_fd < 0) {
+		/* The pool took the spare's number meanwhile: make room as
+		   nginx does, by closing the connection idle the longest. */
+		drain_idle(w);
+	} else {
+		close(w->spare_fd);
+		while ((fd = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+			close(fd);
+		w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	w->accept_paused = true;
+}
+
+/* A slot that is free; arm_accepts() makes sure there is one. */
+static struct conn *take_conn(struct worker *w)
+{
+	struct conn *c = w->free_conns;
+
+	if (!c)
+		return &w->conns[w->conns_used++];
+	w->free_conns = c->next_free;
+	return c;
+}
+
+static void on_accept(void *data, ssize_t res)
+{
+	struct worker *w = container_of(data, struct worker, accept_tag);
+
+	w->accepts--;
+	if (res >= 0) {
+		if (w->stopping) {
+			close((int)res);
+			return;
+		}
+		w->open_conns++;
+		w->st.connections++;
+		conn_start(w, (int)res, take_conn(w));
+	} else if (res != -ECANCELED && res != -ECONNABORTED && res != -EINTR &&
+		   res != -EAGAIN) {
+		w->st.accept_errors++;
+		if (res == -EMFILE || res == -ENFILE)
+			shed_connections(w);
+		else
+			w->accept_paused = true;
+	}
+	arm_accepts(w);
+}
+
+void worker_conn_closed(struct worker *w, struct conn *c)
+{
+	c->next_free = w->free_conns;
+	w->free_conns = c;
+	w->open_conns--;
+	/* A descriptor is free again: try the backlog. */
+	w->accept_paused = false;
+	arm_accepts(w);
+}
+
+/* ---- ticks and stopping ---- */
+
+static void on_tick(void *data, ssize_t res);
+
+static uint64_t tick_ns(const struct worker *w)
+{
+	uint64_t ns = w->timers[0].duration_ns / 4;
+
+	return ns < NS ? ns : NS;
+}
+
+static void arm_tick(struct worker *w)
+{
+	if (afio_timeout(w->ctx, tick_ns(w), on_tick, &w->tick_tag))
+		return;
+	w->tick_pending = true;
+	w->st.ticks++;
+}
+
+static void on_tick(void *data, ssize_t res)
+{
+	struct worker *w = container_of(data, struct worker, tick_tag);
+
+	(void)res;
+	w->tick_pending = false;
+	worker_read_clock(w);
+	expire(w);
+	cache_expire(&w->cache);
+	/* The pool may have taken the descriptor the spare gave back. */
+	if (w->spare_fd < 0)
+		w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (w->accept_paused) {
+		w->accept_paused = false;
+		arm_accepts(w);
+	}
+	if (!w->stopping || w->open_conns)
+		arm_tick(w);
+}
+
+static void begin_stop(struct worker *w)
+{
+	w->stopping = true;
+	if (w->accepts)
+		afio_cancel(w->ctx, &w->accept_tag);
+	for (unsigned i = 0; i < w->conns_used; i++)
+		if (w->conns[i].state != C_FREE)
+			conn_stop(&w->conns[i]);
+}
+
+static void on_wake(void *data, ssize_t res)
+{
+	struct worker *w = container_of(data, struct worker, wake_byte);
+
+	(void)res;
+	w->wake_pending = false;
+	begin_stop(w);
+}
+
+static bool worker_done(struct worker *w)
+{
+	if (!w->stopping)
+		return false;
+	if (!w->open_conns && w->tick_pending)
+		afio_cancel(w->ctx, &w->tick_tag);
+	return !w->open_conns && !w->accepts && !w->tick_pending && !w->wake_pending &&
+	       !w->cache.in_flight;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	int ret;
+
+	worker_read_clock(w);
+	arm_tick(w);
+	if (!afio_recv(w->ctx, w->wake_fd, &w->wake_byte, 1, 0, on_wake, &w->wake_byte))
+		w->wake_pending = true;
+	arm_accepts(w);
+	if (!w->tick_pending || !w->wake_pending || !w->accepts) {
+		fprintf(stderr, "afio-httpd: worker %u: cannot queue its first requests\n", w->id);
+		w->failed = true;
+		kill(getpid(), SIGTERM);
+		begin_stop(w);
+	}
+	while (!worker_done(w)) {
+		w->clock_stale = true;
+		ret = afio_poll(w->ctx, 1, -1);
+		if (ret < 0) {
+			fprintf(stderr, "afio-httpd: worker %u: afio_poll: %s\n", w->id,
+				strerror(-ret));
+			w->failed = true;
+			kill(getpid(), SIGTERM);
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* ---- setting a worker up ---- */
+
+static int open_listener(const struct httpd_opts *o, unsigned port, bool reuseport,
+			 unsigned *bound)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	socklen_t len = sizeof(sin);
+	int one = 1, fd, err;
+
+	if (inet_pton(AF_INET, o->addr, &sin.sin_addr) != 1)
+		return -EINVAL;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* Accepted sockets inherit TCP_NODELAY: a response's last segment
+	   must not wait for the ACK of the one before (Nagle). */
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) ||
+	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) || listen(fd, 4096) ||
+	    getsockname(fd, (struct sockaddr *)&sin, &len)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	*bound = ntohs(sin.sin_port);
+	return fd;
+}
+
+/* What a worker waits on besides its connections: accepts, the wake. */
+#define OWN_WAITS	(ACCEPTS + 8)
+
+static void size_context(struct afio_config *cfg, const struct httpd_opts *o)
+{
+	/* A read and a send per connection, the accepts, a tick and a wake. */
+	cfg->entries = 2 * o->max_conn + OWN_WAITS;
+	/* ASYNC on the pool holds a worker in every waiting receive. */
+	if (cfg->mode == AFIO_MODE_ASYNC)
+		cfg->threads = o->max_conn + OWN_WAITS < ASYNC_MAX_THREADS ?
+			       o->max_conn + OWN_WAITS : ASYNC_MAX_THREADS;
+}
+
+/*
+ * ASYNC on the thread pool (threads, and libaio for sockets) holds a pool
+ * worker in each receive an idle connection waits in: connections past
+ * the workers would wait for a worker, not for their client.  So take no
+ * more than there are; the rest wait in the listen backlog.
+ */
+static unsigned conn_limit(afio_ctx *ctx, const struct afio_config *cfg, unsigned max_conn)
+{
+	unsigned cap;
+
+	if (afio_mode(ctx) != AFIO_MODE_ASYNC || afio_backend(ctx) == AFIO_BACKEND_IO_URING)
+		return max_conn;
+	cap = cfg->threads > OWN_WAITS ? cfg->threads - OWN_WAITS : 1;
+	return cap < max_conn ? cap : max_conn;
+}
+
+/* Bodies this long go by afio_sendfile(): at 1 MiB it beat reads and
+   sends clearly, at 100 KiB it was even, at 4 KiB the extra send of the
+   head lost (bench/README.md).  AFIO_HTTPD_SENDFILE_MIN changes it. */
+static uint64_t sendfile_min(void)
+{
+	const char *v = getenv("AFIO_HTTPD_SENDFILE_MIN");
+
+	return v ? strtoull(v, NULL, 0) : SENDFILE_MIN;
+}
+
+static int worker_init(struct worker *w, const struct httpd_opts *o, int root_fd,
+		       unsigned *port, int *wake_peer)
+{
+	struct afio_config cfg = o->afio;
+	int sv[2], ret;
+
+	w->opts = o;
+	w->root_fd = root_fd;
+	w->listen_fd = w->wake_fd = w->spare_fd = -1;
+	w->timers[0].duration_ns = (uint64_t)o->timeout_s * NS;
+	w->timers[1].duration_ns = w->timers[0].duration_ns < LINGER_NS ?
+				   w->timers[0].duration_ns : LINGER_NS;
+	w->pool.max = POOL_BYTES / BUF_SIZE;
+	w->sendfile_min = sendfile_min();
+	/* Untouched until used: idle slots cost no memory. */
+	w->conns = calloc(o->max_conn, sizeof(*w->conns));
+	if (!w->conns)
+		return -ENOMEM;
+	size_context(&cfg, o);
+	ret = afio_create(&w->ctx, &cfg);
+	if (ret) {
+		w->ctx = NULL;
+		return ret;
+	}
+	w->max_conn = conn_limit(w->ctx, &cfg, o->max_conn);
+	if (w->max_conn < o->max_conn && !w->id)
+		fprintf(stderr, "afio-httpd: ASYNC on the thread pool holds a worker per "
+			"waiting socket: %u connections per worker at most\n", w->max_conn);
+	ret = cache_init(&w->cache, w->ctx, root_fd, o->direct, CACHE_MAX_IDLE, &w->now);
+	if (ret)
+		return ret;
+	ret = open_listener(o, *port, o->workers > 1, port);
+	if (ret < 0)
+		return ret;
+	w->listen_fd = ret;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	w->wake_fd = sv[0];
+	*wake_peer = sv[1];
+	w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return 0;
+}
+
+static void print_stats(const struct worker *w)
+{
+	struct afio_stats st = { 0 };
+	const struct cache_stats *cs = &w->cache.st;
+
+	afio_stats(w->ctx, &st);
+	fprintf(stderr, "afio-httpd: worker %u stats: backend=%s mode=%s requests=%llu "
+		"connections=%llu timeouts=%llu accept_errors=%llu path_timer_ops=%llu "
+		"submitted=%llu "
+		"completed=%llu in_flight=%llu fallbacks=%llu canceled=%llu nowait=%llu "
+		"cache_hits=%llu cache_misses=%llu cache_revalidations=%llu "
+		"cache_changed=%llu cache_evictions=%llu\n",
+		w->id, afio_backend_name(afio_backend(w->ctx)),
+		afio_mode_name(afio_mode(w->ctx)),
+		(unsigned long long)w->st.requests, (unsigned long long)w->st.connections,
+		(unsigned long long)w->st.timeouts, (unsigned long long)w->st.accept_errors,
+		(unsigned long long)(cs->path_ops + w->st.ticks),
+		(unsigned long long)st.submitted, (unsigned long long)st.completed,
+		(unsigned long long)st.in_flight, (unsigned long long)st.fallbacks,
+		(unsigned long long)st.canceled, (unsigned long long)st.nowait,
+		(unsigned long long)cs->hits, (unsigned long long)cs->misses,
+		(unsigned long long)cs->revalidations, (unsigned long long)cs->changed,
+		(unsigned long long)cs->evictions);
+}
+
+static void worker_destroy(struct worker *w)
+{
+	if (w->ctx)
+		afio_destroy(w->ctx);
+	if (w->cache.table)
+		cache_destroy(&w->cache);
+	pool_destroy(&w->pool);
+	free(w->conns);
+	if (w->listen_fd >= 0)
+		close(w->listen_fd);
+	if (w->wake_fd >= 0)
+		close(w->wake_fd);
+	if (w->spare_fd >= 0)
+		close(w->spare_fd);
+}
+
+/* ---- options ---- */
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: afio-httpd [options]\n"
+		"  --addr A         IPv4 address to listen on (default 127.0.0.1)\n"
+		"  --port N         TCP port, 0 for any free one (default %u)\n"
+		"  --root DIR       directory to serve (default .)\n"
+		"  --backend B      io_uring, libaio, threads or auto (default auto)\n"
+		"  --mode M         inline, async or hybrid (default inline)\n"
+		"  --direct         read files with O_DIRECT, bypassing the page cache\n"
+		"  --workers N      threads, each with its own listener (default 1)\n"
+		"  --max-conn N     connections per worker (default %u)\n"
+		"  --timeout S      seconds for a request head, an idle keep-alive\n"
+		"                   connection or a send that makes no progress (default %u)\n"
+		"The first line of output is \"listening on ADDR:PORT\"; SIGINT or SIGTERM\n"
+		"stops the server after the responses under way, and each worker prints\n"
+		"its statistics (stats.fallbacks and the rest) to stderr.  Without --direct,\n"
+		"bodies of AFIO_HTTPD_SENDFILE_MIN bytes (default %u) or more go by sendfile.\n",
+		DEFAULT_PORT, DEFAULT_MAX_CONN, DEFAULT_TIMEOUT, SENDFILE_MIN);
+}
+
+static int parse_option(struct httpd_opts *o, int opt, const char *arg)
+{
+	switch (opt) {
+	case 'a':
+		o->addr = arg;
+		return 0;
+	case 'p':
+		return parse_count("port", arg, 0, 65535, &o->port);
+	case 'r':
+		o->root = arg;
+		return 0;
+	case 'b':
+		if (afio_backend_parse(arg, &o->afio.backend))
+			break;
+		/* Whoever names a backend wants to see that one run, or why not. */
+		if (o->afio.backend != AFIO_BACKEND_AUTO)
+			o->afio.flags |= AFIO_NO_FALLBACK;
+		return 0;
+	case 'm':
+		if (afio_mode_parse(arg, &o->afio.mode))
+			break;
+		return 0;
+	case 'd':
+		o->direct = true;
+		return 0;
+	case 'w':
+		return parse_count("workers", arg, 1, 64, &o->workers);
+	case 'c':
+		return parse_count("max-conn", arg, 1, 1000000, &o->max_conn);
+	case 't':
+		return parse_count("timeout", arg, 1, 86400, &o->timeout_s);
+	default:
+		return -EINVAL;
+	}
+	fprintf(stderr, "afio-httpd: --%s: unknown name \"%s\"\n",
+		opt == 'b' ? "backend" : "mode", arg);
+	return -EINVAL;
+}
+
+static void parse_args(int argc, char **argv, struct httpd_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "addr", required_argument, NULL, 'a' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "root", required_argument, NULL, 'r' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "direct", no_argument, NULL, 'd' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "max-conn", required_argument, NULL, 'c' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt, ret = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->addr = "127.0.0.1";
+	o->port = DEFAULT_PORT;
+	o->root = ".";
+	o->workers = 1;
+	o->max_conn = DEFAULT_MAX_CONN;
+	o->timeout_s = DEFAULT_TIMEOUT;
+	afio_config_init(&o->afio);
+	while (!ret && (opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (opt == 'h') {
+			usage(stdout);
+			exit(0);
+		}
+		ret = parse_option(o, opt, optarg);
+	}
+	if (ret || optind != argc) {
+		usage(stderr);
+		exit(2);
+	}
+}
+
+/* ---- the process ---- */
+
+/*
+ * RESOLVE_BENEATH is the fence that keeps symlinks inside the root; a
+ * kernel without openat2 (before 5.6) would leave only the ".." check,
+ * so the server does not start there.
+ */
+static int check_openat2(int root_fd)
 {
 	struct open_how how = {
-		.flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC,
+		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
 	};
-	int fd;
+	int fd = (int)syscall(SYS_openat2, root_fd, ".", &how, sizeof(how));
 
-	fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof(how));
-	/* Before Linux 5.6 the ".." check above is the only fence. */
-	if (fd < 0 && errno == ENOSYS)
-		fd = openat(root_fd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
-static enum status status_of_errno(int err)
-{
-	switch (err) {
-	case -ENOENT:
-	case -ENOTDIR:
-		return NOT_FOUND;
-	case -EACCES:
-	case -EPERM:
-	case -EXDEV:
-	case -ELOOP:
-		return FORBIDDEN;
-	default:
-		return SERVER_ERROR;
+	if (fd < 0) {
+		fprintf(stderr, "afio-httpd: openat2(RESOLVE_BENEATH): %s; without it "
+			"symlinks could lead out of --root, so not serving\n", strerror(errno));
+		return -1;
 	}
-}
-
-/* Opens the regular file path names and sets file_size. */
-static enum status open_file(struct conn *c, const char *path)
-{
-	struct stat st;
-	int fd;
-
-	fd = open_below(c->httpd->root_fd, path);
-	if (fd < 0)
-		return status_of_errno(fd);
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || fcntl(fd, F_SETFL, 0)) {
-		close(fd);
-		return NOT_FOUND;
-	}
-	c->file_fd = fd;
-	c->file_size = (uint64_t)st.st_size;
-	return OK;
-}
-
-/* ---- request parsing ---- */
-
-/* true when the header lines, each ending in "\r\n", ask to close. */
-static bool wants_close(const char *headers)
-{
-	const char *line = headers, *eol;
-
-	while ((eol = strstr(line, "\r\n"))) {
-		if (!strncasecmp(line, "Connection:", 11)) {
-			const char *word = strcasestr(line + 11, "close");
-
-			return word && word < eol;
-		}
-		line = eol + 2;
-	}
-	return false;
-}
-
-/*
- * Splits "METHOD TARGET VERSION" (the first line of the NUL-terminated
- * head, modified in place) and sets keep_alive and head_only.
- */
-static enum status parse_request_line(struct conn *c, char **target)
-{
-	char *line = c->req, *eol = strstr(line, "\r\n");
-	char *method, *version;
-
-	*eol = '\0';
-	method = strsep(&line, " ");
-	*target = strsep(&line, " ");
-	version = line;
-	if (!*method || !*target || !version || strchr(version, ' ') || **target != '/')
-		return BAD_REQUEST;
-	if (strcmp(version, "HTTP/1.1") && strcmp(version, "HTTP/1.0"))
-		return BAD_REQUEST;
-	c->head_only = !strcmp(method, "HEAD");
-	if (strcmp(method, "GET") && !c->head_only)
-		return METHOD_NOT_ALLOWED;
-	/* HTTP/1.0 closes unless told otherwise; this server does not bother. */
-	c->keep_alive = !strcmp(version, "HTTP/1.1") && !wants_close(eol + 2);
-	return OK;
-}
-
-static enum status resolve(struct conn *c, char *path, size_t size)
-{
-	enum status s;
-	char *target;
-	size_t len;
-
-	s = parse_request_line(c, &target);
-	if (s == OK)
-		s = decode_target(target, path, size);
-	if (s != OK)
-		return s;
-	if (climbs_out(path))
-		return FORBIDDEN;
-	len = strlen(path);
-	if (path[len - 1] == '/' && len + sizeof("index.html") <= size)
-		strcat(path, "index.html");
-	/* Relative to the root: "//etc" must not become an absolute path. */
-	return open_file(c, path + strspn(path, "/"));
-}
-
-static void answer(struct conn *c, size_t head_len)
-{
-	char path[PATH_MAX];
-	enum status s;
-
-	c->req_used = head_len;
-	/* End the head with a NUL, keeping its last "\r\n" for header lookups. */
-	c->req[head_len - 2] = '\0';
-	s = resolve(c, path, sizeof(path));
-	if (s == OK)
-		send_file(c, path);
-	else
-		send_error(c, s);
-}
-
-/* Answers a complete request head in req[], or receives more of it. */
-static void read_request(struct conn *c)
-{
-	char *end = memmem(c->req, c->req_len, "\r\n\r\n", 4);
-
-	c->head_only = false;
-	if (end) {
-		answer(c, (size_t)(end - c->req) + 4);
-		return;
-	}
-	if (c->req_len == REQUEST_MAX) {
-		send_error(c, BAD_REQUEST);
-		return;
-	}
-	if (afio_recv(c->httpd->srv.ctx, c->fd, c->req + c->req_len,
-		      REQUEST_MAX - c->req_len, 0, on_request_data, c))
-		conn_close(c);
-}
-
-static void on_request_data(void *data, ssize_t res)
-{
-	struct conn *c = data;
-
-	if (res <= 0 || c->httpd->stopping) {
-		conn_close(c);
-		return;
-	}
-	c->req_len += (size_t)res;
-	read_request(c);
-}
-
-/* ---- the server ---- */
-
-static void accept_conn(struct server *srv, int fd)
-{
-	struct httpd *httpd = srv->priv;
-
-	for (unsigned i = 0; i < MAX_CONN; i++) {
-		struct conn *c = &httpd->conns[i];
-
-		if (c->fd >= 0)
-			continue;
-		c->fd = fd;
-		httpd->open_conns++;
-		c->req_len = 0;
-		c->req_used = 0;
-		read_request(c);
-		return;
-	}
-	/* Full: refusing at once is kinder than leaving the client hanging. */
 	close(fd);
+	return 0;
 }
 
-/* The request of each open connection completes with -ECANCELED (or its
-   real result) when afio_destroy() runs, and its callback closes it. */
-static void cancel_all(struct httpd *httpd)
+/* Each connection is a descriptor, and so is each cached file: take what
+   the hard limit allows. */
+static void raise_fd_limit(const struct httpd_opts *o)
 {
-	httpd->stopping = true;
-	for (unsigned i = 0; i < MAX_CONN; i++)
-		if (httpd->conns[i].fd >= 0)
-			afio_cancel(httpd->srv.ctx, &httpd->conns[i]);
+	struct rlimit rl;
+	rlim_t want = (rlim_t)o->workers * ((rlim_t)o->max_conn + CACHE_MAX_IDLE + 64);
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur < want)
+		fprintf(stderr, "afio-httpd: RLIMIT_NOFILE is %llu, --max-conn may want up to "
+			"%llu; past the limit accepts back off\n",
+			(unsigned long long)rl.rlim_cur, (unsigned long long)want);
 }
 
-static struct httpd *httpd_alloc(const char *root)
+static sigset_t stop_signals(void)
 {
-	struct httpd *httpd = calloc(1, sizeof(*httpd));
+	sigset_t set;
 
-	if (!httpd)
-		return NULL;
-	httpd->root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (httpd->root_fd < 0) {
-		perror(root);
-		free(httpd);
-		return NULL;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	return set;
+}
+
+static void describe(afio_ctx *ctx)
+{
+	char desc[256];
+
+	if (afio_describe(ctx, desc, sizeof(desc)) < 0)
+		desc[0] = '\0';
+	fprintf(stderr, "afio-httpd: backend %s, mode %s (%s)\n",
+		afio_backend_name(afio_backend(ctx)), afio_mode_name(afio_mode(ctx)), desc);
+}
+
+static int start_workers(struct worker *ws, const struct httpd_opts *o, int root_fd,
+			 int *wake_peers)
+{
+	unsigned port = o->port;
+	int ret;
+
+	for (unsigned i = 0; i < o->workers; i++) {
+		ws[i].id = i;
+		ret = worker_init(&ws[i], o, root_fd, &port, &wake_peers[i]);
+		if (ret) {
+			fprintf(stderr, "afio-httpd: worker %u: %s\n", i, strerror(-ret));
+			return ret;
+		}
 	}
-	for (unsigned i = 0; i < MAX_CONN; i++) {
-		httpd->conns[i].httpd = httpd;
-		httpd->conns[i].fd = -1;
-		httpd->conns[i].file_fd = -1;
+	describe(ws[0].ctx);
+	printf("listening on %s:%u\n", o->addr, port);
+	fflush(stdout);
+	for (unsigned i = 0; i < o->workers; i++) {
+		ret = -pthread_create(&ws[i].tid, NULL, worker_main, &ws[i]);
+		if (ret)
+			return ret;
+		ws[i].tid_valid = true;
 	}
-	httpd->srv.on_accept = accept_conn;
-	httpd->srv.priv = httpd;
-	return httpd;
+	return 0;
+}
+
+static void wait_for_stop(void)
+{
+	sigset_t set = stop_signals();
+	siginfo_t si;
+
+	while (sigwaitinfo(&set, &si) < 0)
+		;
+	fprintf(stderr, "afio-httpd: %s, shutting down\n", strsignal(si.si_signo));
 }
 
 int main(int argc, char **argv)
 {
-	struct server_extra_option root = {
-		.name = "root",
-		.help = "  --root DIR     directory to serve (default .)\n",
-	};
-	struct server_opts opts;
-	struct httpd *httpd;
-	int ret;
+	struct httpd_opts o;
+	struct worker *ws;
+	sigset_t set = stop_signals();
+	int *wake_peers, root_fd, ret, status = 0;
 
-	server_opts_init(&opts, "afio-httpd", DEFAULT_PORT);
-	server_parse_args(argc, argv, &opts, &root);
-	httpd = httpd_alloc(root.value ? root.value : ".");
-	if (!httpd)
+	parse_args(argc, argv, &o);
+	signal(SIGPIPE, SIG_IGN);
+	/* Before any thread starts, so that every thread inherits it. */
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	root_fd = open(o.root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root_fd < 0) {
+		perror(o.root);
 		return 1;
-	opts.max_conn = MAX_CONN;
-
-	ret = server_start(&httpd->srv, &opts);
+	}
+	if (check_openat2(root_fd))
+		return 1;
+	raise_fd_limit(&o);
+	ws = calloc(o.workers, sizeof(*ws));
+	wake_peers = calloc(o.workers, sizeof(*wake_peers));
+	if (!ws || !wake_peers)
+		return 1;
+	for (unsigned i = 0; i < o.workers; i++)
+		wake_peers[i] = -1;
+	ret = start_workers(ws, &o, root_fd, wake_peers);
 	if (!ret)
-		ret = server_run(&httpd->srv);
-	cancel_all(httpd);
-	server_stop(&httpd->srv);
-
-	/* Every request completes exactly once, so none can be left open. */
-	if (httpd->open_conns)
-		fprintf(stderr, "afio-httpd: %u connections still open\n", httpd->open_conns);
-	ret = ret || httpd->open_conns ? 1 : 0;
-	close(httpd->root_fd);
-	free(httpd);
-	return ret;
+		wait_for_stop();
+	else
+		status = 1;
+	for (unsigned i = 0; i < o.workers; i++)
+		if (wake_peers[i] >= 0 && write(wake_peers[i], "", 1) != 1)
+			status = 1;
+	for (unsigned i = 0; i < o.workers; i++) {
+		if (ws[i].tid_valid)
+			pthread_join(ws[i].tid, NULL);
+		if (ws[i].ctx && ws[i].tid_valid)
+			print_stats(&ws[i]);
+		if (ws[i].failed)
+			status = 1;
+		worker_destroy(&ws[i]);
+		if (wake_peers[i] >= 0)
+			close(wake_peers[i]);
+	}
+	close(root_fd);
+	free(ws);
+	free(wake_peers);
+	return status;
 }

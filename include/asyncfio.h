@@ -28,6 +28,14 @@ extern "C" {
 #define AFIO_API
 #endif
 
+/* The version of this header; afio_version() gives the library's. */
+#define AFIO_VERSION_MAJOR	0
+#define AFIO_VERSION_MINOR	2
+#define AFIO_VERSION_PATCH	0
+#define AFIO_VERSION_NUM(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
+#define AFIO_VERSION \
+	AFIO_VERSION_NUM(AFIO_VERSION_MAJOR, AFIO_VERSION_MINOR, AFIO_VERSION_PATCH)
+
 typedef struct afio_ctx afio_ctx;
 
 /* Only pointed to: <linux/openat2.h> and <sys/stat.h> define them. */
@@ -40,7 +48,6 @@ enum afio_backend {
 	AFIO_BACKEND_LIBAIO,
 	AFIO_BACKEND_THREADS,
 };
-#define AFIO_BACKEND_MAX AFIO_BACKEND_THREADS
 
 enum afio_mode {
 	AFIO_MODE_INLINE,	/* try without blocking first, then hand on */
@@ -51,18 +58,27 @@ enum afio_mode {
 /* struct afio_config.flags */
 #define AFIO_NO_FALLBACK	(1u << 0) /* the asked backend or an error, never another */
 #define AFIO_SQPOLL		(1u << 1) /* io_uring: a kernel thread polls the ring */
+#define AFIO_MODE_FIXED		(1u << 2) /* cfg.mode is the program's: AFIO_MODE is ignored */
 
 /* afio_fsync() flags */
 #define AFIO_FSYNC_DATASYNC	(1u << 0) /* fdatasync(2) instead of fsync(2) */
 
+/*
+ * Both structures may grow at their end in later versions.  A program
+ * says how large they were when it was compiled: afio_config_init() and
+ * afio_stats() are macros that pass sizeof, and afio_config_init() keeps
+ * it in size, which afio_create() reads.  The library then touches no
+ * byte beyond it, and takes a field it does not know only when it is 0.
+ */
 struct afio_config {
 	enum afio_backend backend;	/* default AUTO */
 	enum afio_mode mode;		/* default INLINE */
 	unsigned entries;		/* requests queued or in flight at most (default 256) */
 	unsigned threads;		/* thread-pool workers (default 4) */
-	unsigned flags;			/* AFIO_NO_FALLBACK, AFIO_SQPOLL */
+	unsigned flags;			/* AFIO_NO_FALLBACK, AFIO_SQPOLL, AFIO_MODE_FIXED */
 	unsigned ring_entries;		/* io_uring submission ring size (0: min(entries, 256)) */
-	unsigned reserved[8];		/* zero */
+	unsigned size;			/* set by afio_config_init(); 0: as in version 0.1 */
+	unsigned reserved[7];		/* zero */
 };
 
 struct afio_stats {
@@ -79,14 +95,24 @@ struct afio_stats {
  * Completion callback.  res: bytes transferred (0 at end of file or when the
  * peer closed), or -errno.  Runs inside afio_poll() (or afio_destroy()),
  * never elsewhere and never on another thread.  It may queue new requests
- * and cancel others; it must not call afio_poll() or afio_destroy().
+ * and cancel others; afio_poll() from a callback fails with -EBUSY.
+ * afio_destroy() from a callback of afio_poll() destroys the context when
+ * that afio_poll() returns (the context must not be used after it), and
+ * from a callback that afio_destroy() runs it does nothing more.
  */
 typedef void (*afio_cb)(void *data, ssize_t res);
 
+/* The running library's version, AFIO_VERSION_NUM() of it. */
+AFIO_API unsigned afio_version(void);
+
 AFIO_API void afio_config_init(struct afio_config *cfg);
+/* cfg's defaults, for a structure of size bytes (afio_config_init()). */
+AFIO_API void afio_config_init_sized(struct afio_config *cfg, size_t size);
+#define afio_config_init(cfg) afio_config_init_sized((cfg), sizeof(struct afio_config))
 
 /* cfg may be NULL for the defaults.  The environment (AFIO_BACKEND,
-   AFIO_MODE) overrides a backend or mode left at its default. */
+   AFIO_MODE) overrides a backend or mode left at its default, the mode
+   only without AFIO_MODE_FIXED. */
 AFIO_API int afio_create(afio_ctx **ctx, const struct afio_config *cfg);
 
 /* Cancels everything in flight, runs each pending callback exactly once
@@ -111,8 +137,8 @@ AFIO_API int afio_mode_parse(const char *name, enum afio_mode *m);
    afio_poll().  -EAGAIN when `entries` requests are queued or in flight,
    -EINVAL for a NULL buffer, iovec or callback, a negative or too large
    iovec count, a length over SSIZE_MAX or an offset over INT64_MAX,
-   -EBADF for a negative fd, -ESHUTDOWN from a callback that
-   afio_destroy() runs.  Errors of the I/O itself arrive at the callback. */
+   -EBADF for a negative fd, -ESHUTDOWN from a callback once
+   afio_destroy() was called.  Errors of the I/O itself arrive at the callback. */
 AFIO_API int afio_read(afio_ctx *ctx, int fd, void *buf, size_t len, uint64_t off,
 		       afio_cb cb, void *data);
 AFIO_API int afio_write(afio_ctx *ctx, int fd, const void *buf, size_t len, uint64_t off,
@@ -205,7 +231,8 @@ struct afio_dio_align {
 AFIO_API int afio_dio_align(int fd, struct afio_dio_align *out);
 
 /* The ops by number, 0 up to afio_op_count() - 1, for tools that list
-   them: the call's name without "afio_" ("read", "sendfile", ...). */
+   them: the call's name without "afio_" ("read", "sendfile", ...);
+   afio_readv2() and afio_writev2() are the readv and writev ops. */
 AFIO_API unsigned afio_op_count(void);
 AFIO_API const char *afio_op_name(unsigned op);
 /* 1 when ctx's backend runs op natively, 0 when it hands it to the thread
@@ -232,6 +259,9 @@ AFIO_API int afio_eventfd(afio_ctx *ctx);
 AFIO_API int afio_cancel(afio_ctx *ctx, void *data);
 
 AFIO_API int afio_stats(const afio_ctx *ctx, struct afio_stats *st);
+/* Fills the first size bytes of *st (afio_stats()). */
+AFIO_API int afio_stats_sized(const afio_ctx *ctx, struct afio_stats *st, size_t size);
+#define afio_stats(ctx, st) afio_stats_sized((ctx), (st), sizeof(struct afio_stats))
 
 /* 0 when backend b can run here; else -errno and a one-line reason. */
 AFIO_API int afio_probe(enum afio_backend b, char *reason, size_t reason_len);

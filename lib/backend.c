@@ -45,7 +45,7 @@ static const char *const mode_names[] = {
 
 const char *afio_backend_name(enum afio_backend b)
 {
-	if ((unsigned)b > AFIO_BACKEND_MAX)
+	if ((unsigned)b > AFIO_BACKEND_LAST)
 		return "unknown";
 	return backend_names[b];
 }
@@ -61,7 +61,7 @@ int afio_backend_parse(const char *name, enum afio_backend *b)
 {
 	if (!name || !b)
 		return -EINVAL;
-	for (unsigned i = 0; i <= AFIO_BACKEND_MAX; i++) {
+	for (unsigned i = 0; i <= AFIO_BACKEND_LAST; i++) {
 		if (!strcasecmp(name, backend_names[i])) {
 			*b = (enum afio_backend)i;
 			return 0;
@@ -177,7 +177,7 @@ int afio_probe(enum afio_backend b, char *reason, size_t reason_len)
 		}
 		return ret;
 	}
-	if ((unsigned)b > AFIO_BACKEND_MAX) {
+	if ((unsigned)b > AFIO_BACKEND_LAST) {
 		afio_reason(reason, reason_len, "no such backend (%d)", (int)b);
 		return -EINVAL;
 	}

@@ -19,6 +19,9 @@
 
 struct afio_ctx;
 
+/* The highest enum afio_backend: for tables indexed by backend. */
+#define AFIO_BACKEND_LAST AFIO_BACKEND_THREADS
+
 /* One running instance of a backend inside a context.  A context has its
    primary engine and, once something is routed there, a thread-pool one. */
 struct afio_engine {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Context life cycle: configuration, backend choice, slots, teardown. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@
 #define AFIO_DEFAULT_THREADS	4
 #define AFIO_MAX_ENTRIES	(1u << 20)
 #define AFIO_MAX_THREADS	1024
-#define AFIO_KNOWN_FLAGS	(AFIO_NO_FALLBACK | AFIO_SQPOLL)
+#define AFIO_KNOWN_FLAGS	(AFIO_NO_FALLBACK | AFIO_SQPOLL | AFIO_MODE_FIXED)
 
 atomic_uint afio_fork_gen;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
@@ -39,16 +40,61 @@ static int watch_forks(void)
 	return fork_watch_err;
 }
 
-void afio_config_init(struct afio_config *cfg)
+/*
+ * The sizes of the structures in version 0.1 and 0.2, which programs that
+ * call afio_config_init() and afio_stats() by their symbols (built against
+ * 0.1, or through a foreign-function interface) pass.  They never change;
+ * a larger struct keeps its start.
+ */
+#define CONFIG_SIZE_0_1	offsetof(struct afio_config, reserved[7])
+#define STATS_SIZE_0_1	offsetof(struct afio_stats, reserved[6])
+_Static_assert(sizeof(struct afio_config) >= CONFIG_SIZE_0_1, "afio_config shrank");
+_Static_assert(sizeof(struct afio_stats) >= STATS_SIZE_0_1, "afio_stats shrank");
+
+unsigned afio_version(void)
 {
-	memset(cfg, 0, sizeof(*cfg));
+	return AFIO_VERSION;
+}
+
+void afio_config_init_sized(struct afio_config *cfg, size_t size)
+{
+	if (!cfg || size < CONFIG_SIZE_0_1)
+		return;
+	memset(cfg, 0, size);
 	cfg->backend = AFIO_BACKEND_AUTO;
 	cfg->mode = AFIO_MODE_INLINE;
 	cfg->entries = AFIO_DEFAULT_ENTRIES;
 	cfg->threads = AFIO_DEFAULT_THREADS;
+	cfg->size = (unsigned)(size < UINT_MAX ? size : UINT_MAX);
 }
 
-/* Only what the caller left at its default gives way to the environment. */
+void (afio_config_init)(struct afio_config *cfg)
+{
+	afio_config_init_sized(cfg, CONFIG_SIZE_0_1);
+}
+
+/*
+ * The caller's configuration, as large as it says it is: bytes this
+ * library does not know must be zero, as reserved fields must.
+ */
+static int copy_config(struct afio_config *to, const struct afio_config *cfg)
+{
+	size_t size = cfg->size ? cfg->size : CONFIG_SIZE_0_1;
+	const unsigned char *tail = (const unsigned char *)cfg;
+
+	if (size < CONFIG_SIZE_0_1)
+		return -EINVAL;
+	for (size_t i = sizeof(*to); i < size; i++)
+		if (tail[i])
+			return -EINVAL;
+	memset(to, 0, sizeof(*to));
+	memcpy(to, cfg, size < sizeof(*to) ? size : sizeof(*to));
+	to->size = sizeof(*to);
+	return 0;
+}
+
+/* Only what the caller left at its default gives way to the environment;
+   INLINE is the default and a choice too, which AFIO_MODE_FIXED says. */
 static int apply_env(struct afio_config *cfg)
 {
 	const char *v;
@@ -61,7 +107,7 @@ static int apply_env(struct afio_config *cfg)
 			return ret;
 	}
 	v = secure_getenv("AFIO_MODE");
-	if (v && *v && cfg->mode == AFIO_MODE_INLINE) {
+	if (v && *v && cfg->mode == AFIO_MODE_INLINE && !(cfg->flags & AFIO_MODE_FIXED)) {
 		ret = afio_mode_parse(v, &cfg->mode);
 		if (ret)
 			return ret;
@@ -74,7 +120,7 @@ static int apply_env(struct afio_config *cfg)
 
 static int check_config(struct afio_config *cfg)
 {
-	if ((unsigned)cfg->backend > AFIO_BACKEND_MAX ||
+	if ((unsigned)cfg->backend > AFIO_BACKEND_LAST ||
 	    (unsigned)cfg->mode > AFIO_MODE_HYBRID ||
 	    (cfg->flags & ~AFIO_KNOWN_FLAGS) ||
 	    cfg->entries > AFIO_MAX_ENTRIES || cfg->threads > AFIO_MAX_THREADS)
@@ -116,10 +162,13 @@ int afio_create(afio_ctx **out, const struct afio_config *cfg)
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
-	if (cfg)
-		ctx->cfg = *cfg;
-	else
+	if (!cfg)
 		afio_config_init(&ctx->cfg);
+	ret = cfg ? copy_config(&ctx->cfg, cfg) : 0;
+	if (ret) {
+		free(ctx);
+		return ret;
+	}
 	afio_reqq_init(&ctx->queue);
 	afio_reqq_init(&ctx->done);
 	afio_reqq_init(&ctx->to_pool);
@@ -153,14 +202,15 @@ fail:
 	return ret;
 }
 
+/* No enumerator is negative, so -EINVAL names none of them. */
 enum afio_backend afio_backend(const afio_ctx *ctx)
 {
-	return ctx->primary.ops->id;
+	return ctx ? ctx->primary.ops->id : (enum afio_backend)-EINVAL;
 }
 
 enum afio_mode afio_mode(const afio_ctx *ctx)
 {
-	return ctx->cfg.mode;
+	return ctx ? ctx->cfg.mode : (enum afio_mode)-EINVAL;
 }
 
 int afio_eventfd(afio_ctx *ctx)
@@ -191,7 +241,7 @@ unsigned afio_ctx_entries(const struct afio_ctx *ctx)
 
 const char *afio_skip_reason(const afio_ctx *ctx, enum afio_backend b)
 {
-	if (!ctx || (unsigned)b > AFIO_BACKEND_MAX)
+	if (!ctx || (unsigned)b > AFIO_BACKEND_LAST)
 		return "";
 	return ctx->skip_reason[b];
 }
@@ -211,17 +261,28 @@ int afio_describe(const afio_ctx *ctx, char *buf, size_t len)
 	return snprintf(buf, len, "%s", e->ops->name);
 }
 
-int afio_stats(const afio_ctx *ctx, struct afio_stats *st)
+int afio_stats_sized(const afio_ctx *ctx, struct afio_stats *st, size_t size)
 {
+	struct afio_stats now;
 	int ret = afio_ctx_check(ctx);
 
 	if (ret)
 		return ret;
 	if (!st)
 		return -EINVAL;
-	*st = ctx->st;
-	st->in_flight = ctx->st.submitted - ctx->st.completed;
+	now = ctx->st;
+	now.in_flight = ctx->st.submitted - ctx->st.completed;
+	if (size > sizeof(now)) {
+		memset((char *)st + sizeof(now), 0, size - sizeof(now));
+		size = sizeof(now);
+	}
+	memcpy(st, &now, size);
 	return 0;
+}
+
+int (afio_stats)(const afio_ctx *ctx, struct afio_stats *st)
+{
+	return afio_stats_sized(ctx, st, STATS_SIZE_0_1);
 }
 
 static void exit_engine(struct afio_engine *e, bool forked)
@@ -245,6 +306,15 @@ void afio_destroy(afio_ctx *ctx)
 	if (!ctx)
 		return;
 	forked = afio_ctx_forked(ctx);
+	if (!forked && ctx->in_poll) {
+		/* From a callback: the afio_poll() or afio_destroy() that runs
+		   it still walks the context, so the one of afio_poll() is
+		   done when it returns, and afio_destroy() finishes its own. */
+		if (!ctx->closing)
+			ctx->destroy_deferred = true;
+		ctx->closing = true;
+		return;
+	}
 	if (!forked) {
 		ctx->closing = true;
 		afio_cancel_all(ctx);

@@ -26,8 +26,9 @@ struct afio_ctx {
 	bool in_poll;
 	bool evfd_exported;		/* afio_eventfd() was called */
 	bool closing;
+	bool destroy_deferred;		/* afio_destroy() from a callback of afio_poll() */
 	unsigned fork_gen;		/* afio_fork_gen when created */
-	char skip_reason[AFIO_BACKEND_MAX + 1][AFIO_REASON_LEN];
+	char skip_reason[AFIO_BACKEND_LAST + 1][AFIO_REASON_LEN];
 };
 
 /* One more in each child of fork() than in its parent. */

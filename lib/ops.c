@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "context.h"
 
@@ -195,7 +196,7 @@ static int check_sock_flags(int fd, int flags)
 	socklen_t len = sizeof(int);
 	int type;
 
-	if (flags & MSG_DONTWAIT)
+	if (flags & (MSG_DONTWAIT | MSG_ERRQUEUE))
 		return -EINVAL;
 	if (!(flags & MSG_WAITALL))
 		return 0;
@@ -417,7 +418,7 @@ static int queue_msg(afio_ctx *ctx, enum afio_op op, int fd, const struct msghdr
 		ret = -EINVAL;
 	if (!ret)
 		ret = check_iov(msg->msg_iov, msg->msg_iovlen);
-	if (!ret && (flags & (MSG_DONTWAIT | MSG_WAITALL)))
+	if (!ret && (flags & (MSG_DONTWAIT | MSG_WAITALL | MSG_ERRQUEUE)))
 		ret = -EINVAL;
 	if (ret)
 		return ret;
@@ -464,6 +465,18 @@ int afio_sendfile(afio_ctx *ctx, int sock_fd, int file_fd, uint64_t off, size_t 
 
 /* ---- time ---- */
 
+/* From now, not from when the backend takes it: a timer queued first with
+   the earlier deadline fires first, however long the hand-over takes. */
+uint64_t afio_deadline_ns(uint64_t ns)
+{
+	struct timespec now;
+	uint64_t t;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	t = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+	return ns > INT64_MAX - t ? INT64_MAX : t + ns;
+}
+
 int afio_timeout(afio_ctx *ctx, uint64_t ns, afio_cb cb, void *data)
 {
 	struct afio_req *r;
@@ -476,7 +489,7 @@ int afio_timeout(afio_ctx *ctx, uint64_t ns, afio_cb cb, void *data)
 	r = new_req(ctx, AFIO_OP_TIMEOUT, -1, cb, data, &ret);
 	if (!r)
 		return ret;
-	r->off = ns;
+	r->off = afio_deadline_ns(ns);
 	return enqueue(ctx, r);
 }
 

@@ -173,12 +173,23 @@ void afio_export_eventfd(struct afio_ctx *ctx)
 		signal_eventfd(ctx);
 }
 
+/*
+ * Only what was done when the round began: a callback whose next request
+ * finishes at once (INLINE, a cached read submitted from the callback)
+ * would otherwise keep one afio_poll(ctx, 0, 0) running for as long as the
+ * chain goes on, and the caller's event loop with it.  What finishes
+ * meanwhile runs in the next round.
+ */
 static unsigned run_callbacks(struct afio_ctx *ctx)
 {
+	struct afio_reqq round = ctx->done;
 	unsigned ran = 0;
 	struct afio_req *r;
 
-	while ((r = afio_reqq_pop(&ctx->done))) {
+	if (!round.head)
+		return 0;
+	afio_reqq_init(&ctx->done);
+	while ((r = afio_reqq_pop(&round))) {
 		afio_cb cb = r->cb;
 		void *data = r->data;
 		ssize_t res = r->res;
@@ -260,7 +271,8 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 			break;
 		reap(ctx);
 		ran += run_callbacks(ctx);
-		if (ran >= min_complete || (!in_engines(ctx) && !ctx->queue.head))
+		if (ran >= min_complete || (!in_engines(ctx) && !ctx->queue.head) ||
+		    ctx->destroy_deferred)
 			break;
 		wait_ms = time_left(timeout_ms, deadline);
 		if (!wait_ms)
@@ -273,6 +285,10 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 	if (ret >= 0)
 		ret = flush(ctx);
 	ctx->in_poll = false;
+	if (ctx->destroy_deferred) {
+		afio_destroy(ctx);
+		return (int)ran;
+	}
 	if (ctx->done.head && ctx->evfd_exported)
 		signal_eventfd(ctx);
 	if (ran)
@@ -324,6 +340,8 @@ void afio_drain(struct afio_ctx *ctx)
 	for (;;) {
 		reap(ctx);
 		run_callbacks(ctx);
+		if (ctx->done.head)
+			continue;
 		if (!in_engines(ctx))
 			break;
 		wait_some(ctx, 100);

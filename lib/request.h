@@ -24,7 +24,7 @@
  *   CONNECT         socket   addr           -          addrlen   -      -        -
  *   SENDMSG/RECVMSG socket   msg            -          -         -      MSG_*    -
  *   SENDFILE        socket   -              -          bytes     off    -        -   (fd2: file)
- *   TIMEOUT         -        -              -          -         ns     -        -
+ *   TIMEOUT         -        -              -          -         when   -        -
  *   OPENAT          dirfd    path           -          -         -      O_*      mode
  *   OPENAT2         dirfd    path           how        -         -      -        -
  *   CLOSE           fd       -              -          -         -      -        -
@@ -109,6 +109,10 @@ struct afio_req {
 	uint64_t off;
 	ssize_t res;
 	size_t progress;	/* bytes moved so far by a request done in steps */
+	/* CONNECT: connect(2) was called, the rest is waiting.  Written by
+	   whoever runs the request, so not in the word of state and cancel,
+	   which the owner reads meanwhile. */
+	uint8_t started;
 	struct afio_ctx *ctx;
 	struct afio_engine *engine;	/* who owns it while HANDED */
 	int fd;
@@ -120,7 +124,6 @@ struct afio_req {
 	uint8_t op;
 	uint8_t state;
 	uint8_t cancel;		/* afio_cancel() asked for it */
-	uint8_t started;	/* CONNECT: connect(2) was called, the rest is waiting */
 };
 
 struct afio_reqq {
@@ -209,6 +212,9 @@ static inline ssize_t afio_req_stopped(const struct afio_req *r, ssize_t err)
 	return afio_op_is_socket(r->op) ? afio_partial(r->progress, err) : err;
 }
 
+/* CLOCK_MONOTONIC ns, ns from now (saturated): a TIMEOUT's off. */
+uint64_t afio_deadline_ns(uint64_t ns);
+
 /* ---- lib/sockops.c: the socket ops done the non-blocking way ---- */
 
 /*
@@ -220,9 +226,9 @@ static inline ssize_t afio_req_stopped(const struct afio_req *r, ssize_t err)
  */
 ssize_t afio_req_sock_nowait(struct afio_req *r, int fd);
 
-/* Whether r can be tried without blocking at all: accept, connect and
-   sendfile cannot be on a socket without O_NONBLOCK (they have no
-   MSG_DONTWAIT), and then only a thread that may block does them. */
+/* Whether r can be tried without blocking as it is: accept, connect and
+   sendfile cannot on a socket without O_NONBLOCK (they have no
+   MSG_DONTWAIT); a pool worker does them, with afio_req_sock_flagged(). */
 bool afio_sock_can_try(const struct afio_req *r, int fd);
 
 /* Whether every page a SENDFILE request reads is in the page cache, so
@@ -238,8 +244,8 @@ ssize_t afio_req_run_sync(struct afio_req *r);
    (openat2 with RESOLVE_CACHED, close): its result, or -EAGAIN. */
 ssize_t afio_req_try_sync(struct afio_req *r);
 
-/* A SOCKET-kind request done the blocking way on fd (a socket without
-   O_NONBLOCK, after it polled ready): its result. */
-ssize_t afio_req_sock_blocking(struct afio_req *r, int fd);
+/* afio_req_sock_nowait() for a request afio_sock_can_try() refuses,
+   by a worker that may wait: the socket is O_NONBLOCK for the call. */
+ssize_t afio_req_sock_flagged(struct afio_req *r, int fd);
 
 #endif

@@ -57,28 +57,23 @@ static ssize_t stream_nowait(struct afio_req *r, int fd)
 	return afio_partial(r->progress, n);
 }
 
-/* The first call starts the connection; once the socket is writable its
-   outcome is in SO_ERROR. */
+/*
+ * The first call starts the connection; once the socket is writable a
+ * second one gives its outcome, as the kernel's own retry does: 0 (and the
+ * socket is marked connected, so that a later connect says EISCONN), the
+ * error, or EALREADY while it is still under way.
+ */
 static ssize_t connect_nowait(struct afio_req *r, int fd)
 {
-	socklen_t len = sizeof(int);
-	int err = 0;
+	bool again = r->started;
 
-	if (!r->started) {
-		r->started = 1;
-		if (!connect(fd, r->addr, (socklen_t)r->len))
-			return 0;
-		/* EINTR: the connection goes on being made, as EINPROGRESS. */
-		return errno == EINPROGRESS || errno == EINTR ? -EAGAIN : -errno;
-	}
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-		return -errno;
-	if (err)
-		return -err;
-	/* Writable and no error: connected, unless it is still under way. */
-	if (getpeername(fd, &(struct sockaddr){ 0 }, &(socklen_t){ sizeof(struct sockaddr) }) < 0)
-		return errno == ENOTCONN ? -EAGAIN : -errno;
-	return 0;
+	r->started = 1;
+	if (!connect(fd, r->addr, (socklen_t)r->len))
+		return 0;
+	/* EINTR: the connection goes on being made, as EINPROGRESS. */
+	if (errno == EINPROGRESS || errno == EINTR || (again && errno == EALREADY))
+		return -EAGAIN;
+	return again && errno == EISCONN ? 0 : -errno;
 }
 
 /*
@@ -184,21 +179,22 @@ bool afio_sendfile_cached(const struct afio_req *r)
 	return cs.nr_cache >= last - first + 1;
 }
 
-ssize_t afio_req_sock_blocking(struct afio_req *r, int fd)
+/*
+ * accept, connect and sendfile have no MSG_DONTWAIT, and a worker blocked
+ * in them could not be canceled: the socket's file description is made
+ * O_NONBLOCK for the one call.  Another thread that starts a blocking call
+ * on the same socket in that moment gets EAGAIN (asyncfio(7)).
+ */
+ssize_t afio_req_sock_flagged(struct afio_req *r, int fd)
 {
+	int fl = fcntl(fd, F_GETFL);
 	ssize_t n;
 
-	switch (r->op) {
-	case AFIO_OP_ACCEPT:
-		do
-			n = accept4(fd, NULL, NULL, r->flags);
-		while (n < 0 && errno == EINTR);
-		return neg_errno(n);
-	case AFIO_OP_CONNECT:
-		return connect(fd, r->addr, (socklen_t)r->len) ? -errno : 0;
-	case AFIO_OP_SENDFILE:
-		return sendfile_once(r, fd);
-	default:
+	if (fl < 0)
+		return -errno;
+	if ((fl & O_NONBLOCK) || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return afio_req_sock_nowait(r, fd);
-	}
+	n = afio_req_sock_nowait(r, fd);
+	(void)fcntl(fd, F_SETFL, fl);
+	return n;
 }

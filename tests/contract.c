@@ -1072,8 +1072,9 @@ static int child_own_ctx(int fd)
  * allocates may wait for it for good (glibc's malloc takes care of fork;
  * POSIX promises a child of a threaded process only async-signal-safe
  * calls).  There the child makes only the calls that fail at once.
+ * ThreadSanitizer cannot start threads in a child of a threaded process.
  */
-#ifdef __SANITIZE_ADDRESS__
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define CHILD_MAY_ALLOCATE 0
 #else
 #define CHILD_MAY_ALLOCATE 1

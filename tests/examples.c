@@ -41,7 +41,7 @@ struct target {
 
 static const char *echo_path;
 static const char *httpd_path;
-static struct target targets[(AFIO_BACKEND_MAX + 1) * 3];
+static struct target targets[(AFIO_BACKEND_THREADS + 1) * 3];
 static int ntargets;
 
 /* ---- running a server ---- */
@@ -670,246 +670,6 @@ START_TEST(echo_survives_descriptor_exhaustion)
 }
 END_TEST
 
-/* ---- httpd ---- */
-
-struct response {
-	int status;
-	long content_length;	/* -1: none */
-	const char *body;
-	size_t body_len;
-	size_t total;		/* head and body */
-};
-
-static long header_value(const char *head, const char *name)
-{
-	const char *p = strcasestr(head, name);
-
-	return p ? strtol(p + strlen(name), NULL, 10) : -1;
-}
-
-/* Parses one response starting at buf; with_body false for HEAD. */
-static struct response parse_response(const char *buf, size_t len, bool with_body)
-{
-	const char *end = memmem(buf, len, "\r\n\r\n", 4);
-	struct response r = { .status = -1, .content_length = -1 };
-	char head[2048];
-	size_t head_len;
-
-	ck_assert_msg(end, "no response head in %zu bytes", len);
-	head_len = (size_t)(end - buf) + 4;
-	ck_assert_uint_lt(head_len, sizeof(head));
-	memcpy(head, buf, head_len);
-	head[head_len] = '\0';
-	ck_assert_int_eq(sscanf(head, "HTTP/1.1 %d ", &r.status), 1);
-	r.content_length = header_value(head, "\r\nContent-Length:");
-	r.body = buf + head_len;
-	r.body_len = with_body && r.content_length > 0 ? (size_t)r.content_length : 0;
-	ck_assert_uint_le(head_len + r.body_len, len);
-	r.total = head_len + r.body_len;
-	return r;
-}
-
-/* Sends raw request bytes and returns everything until the server closes. */
-static size_t exchange(unsigned port, const char *request, char *buf, size_t cap)
-{
-	int fd = connect_to(port);
-	size_t len;
-
-	send_all(fd, request, strlen(request));
-	len = recv_to_eof(fd, buf, cap);
-	close(fd);
-	return len;
-}
-
-static struct response get(unsigned port, const char *method, const char *target,
-			   char *buf, size_t cap)
-{
-	struct response r;
-	char request[512];
-	size_t len;
-
-	snprintf(request, sizeof(request),
-		 "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-		 method, target);
-	len = exchange(port, request, buf, cap);
-	r = parse_response(buf, len, strcmp(method, "HEAD"));
-	ck_assert_uint_eq(r.total, len);
-	return r;
-}
-
-/* What the httpd tests serve: base/root/ holds the files, base/secret.txt
-   is what an escape from the root would reach. */
-static char base_dir[PATH_MAX];
-static char root_dir[PATH_MAX + 8];
-#define FILE_SIZE	(3 * 65536 + 12345)	/* several chunks and a partial one */
-#define SECRET		"not for the web"
-
-static void write_file(const char *dir, const char *name, const char *data, size_t len)
-{
-	char path[PATH_MAX * 2];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
-	close(fd);
-}
-
-static void make_site(void)
-{
-	const char *tmp = getenv("AFIO_TEST_DIR");
-	char *data = pattern(FILE_SIZE, 7);
-	char path[PATH_MAX * 2];
-
-	snprintf(base_dir, sizeof(base_dir), "%s/afio-httpd-XXXXXX", tmp ? tmp : "/tmp");
-	ck_assert_ptr_nonnull(mkdtemp(base_dir));
-	snprintf(root_dir, sizeof(root_dir), "%s/root", base_dir);
-	ck_assert_int_eq(mkdir(root_dir, 0755), 0);
-	write_file(root_dir, "file.bin", data, FILE_SIZE);
-	write_file(root_dir, "empty.txt", "", 0);
-	write_file(base_dir, "secret.txt", SECRET, strlen(SECRET));
-	snprintf(path, sizeof(path), "%s/link.txt", root_dir);
-	ck_assert_int_eq(symlink("../secret.txt", path), 0);
-	free(data);
-}
-
-static void remove_site(void)
-{
-	static const char *const names[] = {
-		"root/file.bin", "root/empty.txt", "root/link.txt", "root", "secret.txt",
-	};
-	char path[PATH_MAX * 2];
-
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", base_dir, names[i]);
-		remove(path);
-	}
-	rmdir(base_dir);
-}
-
-static void start_httpd(struct server *s, int i)
-{
-	start_server(s, httpd_path, &targets[i], "--root", root_dir);
-}
-
-START_TEST(httpd_serves_file_intact)
-{
-	char *want = pattern(FILE_SIZE, 7), *buf = malloc(2 * FILE_SIZE);
-	struct response r;
-	struct server s;
-
-	ck_assert_ptr_nonnull(buf);
-	start_httpd(&s, _i);
-	r = get(s.port, "GET", "/file.bin", buf, 2 * FILE_SIZE);
-	ck_assert_int_eq(r.status, 200);
-	ck_assert_int_eq(r.content_length, FILE_SIZE);
-	ck_assert_msg(!memcmp(r.body, want, FILE_SIZE), "%s: body differs", targets[_i].name);
-	r = get(s.port, "GET", "/empty.txt", buf, 2 * FILE_SIZE);
-	ck_assert_int_eq(r.status, 200);
-	ck_assert_int_eq(r.content_length, 0);
-	stop_server(&s);
-	free(want);
-	free(buf);
-}
-END_TEST
-
-START_TEST(httpd_head_has_no_body)
-{
-	char buf[4096];
-	struct response r;
-	struct server s;
-	size_t len;
-
-	start_httpd(&s, _i);
-	len = exchange(s.port, "HEAD /file.bin HTTP/1.1\r\nConnection: close\r\n\r\n",
-		       buf, sizeof(buf));
-	r = parse_response(buf, len, false);
-	ck_assert_int_eq(r.status, 200);
-	ck_assert_int_eq(r.content_length, FILE_SIZE);
-	ck_assert_uint_eq(r.total, len);
-	stop_server(&s);
-}
-END_TEST
-
-START_TEST(httpd_answers_errors)
-{
-	static const struct {
-		const char *request;
-		int status;
-	} cases[] = {
-		{ "GET /missing HTTP/1.1\r\n\r\n", 404 },
-		{ "POST /file.bin HTTP/1.1\r\n\r\n", 405 },
-		{ "BREW /file.bin HTTP/1.1\r\n\r\n", 405 },
-		{ "GET file.bin HTTP/1.1\r\n\r\n", 400 },
-		{ "GET /file.bin HTTP/9.9\r\n\r\n", 400 },
-		{ "nonsense\r\n\r\n", 400 },
-		{ "GET /%zz HTTP/1.1\r\n\r\n", 400 },
-	};
-	char buf[4096];
-	struct response r;
-	struct server s;
-	size_t len;
-
-	start_httpd(&s, _i);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		len = exchange(s.port, cases[i].request, buf, sizeof(buf));
-		r = parse_response(buf, len, true);
-		ck_assert_msg(r.status == cases[i].status, "%s: \"%s\" got %d",
-			      targets[_i].name, cases[i].request, r.status);
-	}
-	stop_server(&s);
-}
-END_TEST
-
-START_TEST(httpd_stays_below_root)
-{
-	static const char *const escapes[] = {
-		"/../secret.txt", "/%2e%2e/secret.txt", "/x/../../secret.txt",
-		"/..", "//../secret.txt", "/link.txt",
-	};
-	char buf[4096];
-	struct response r;
-	struct server s;
-
-	start_httpd(&s, _i);
-	for (size_t i = 0; i < sizeof(escapes) / sizeof(escapes[0]); i++) {
-		r = get(s.port, "GET", escapes[i], buf, sizeof(buf));
-		ck_assert_msg(r.status == 400 || r.status == 403, "%s: %s got %d",
-			      targets[_i].name, escapes[i], r.status);
-		ck_assert(!memmem(buf, r.total, SECRET, strlen(SECRET)));
-	}
-	stop_server(&s);
-}
-END_TEST
-
-/* Two requests in one write: the second must not be lost or mixed up. */
-START_TEST(httpd_keeps_connection_alive)
-{
-	char *want = pattern(FILE_SIZE, 7), *buf = malloc(3 * FILE_SIZE);
-	struct response first, second;
-	struct server s;
-	size_t len;
-
-	ck_assert_ptr_nonnull(buf);
-	start_httpd(&s, _i);
-	len = exchange(s.port,
-		       "GET /file.bin HTTP/1.1\r\nHost: x\r\n\r\n"
-		       "GET /file.bin HTTP/1.1\r\nConnection: close\r\n\r\n",
-		       buf, 3 * FILE_SIZE);
-	first = parse_response(buf, len, true);
-	second = parse_response(buf + first.total, len - first.total, true);
-	ck_assert_int_eq(first.status, 200);
-	ck_assert_int_eq(second.status, 200);
-	ck_assert(!memcmp(first.body, want, FILE_SIZE));
-	ck_assert(!memcmp(second.body, want, FILE_SIZE));
-	ck_assert_uint_eq(first.total + second.total, len);
-	stop_server(&s);
-	free(want);
-	free(buf);
-}
-END_TEST
-
 /* ---- which backends, which modes ---- */
 
 /* Thousands of connections need as many descriptors, here and in the
@@ -954,7 +714,6 @@ static Suite *examples_suite(void)
 {
 	Suite *s = suite_create("examples");
 	TCase *echo = tcase_create("echo");
-	TCase *httpd = tcase_create("httpd");
 
 	tcase_add_loop_test(echo, echo_returns_what_was_sent, 0, ntargets);
 	tcase_add_loop_test(echo, echo_serves_clients_at_once, 0, ntargets);
@@ -966,13 +725,6 @@ static Suite *examples_suite(void)
 	tcase_add_loop_test(echo, echo_survives_descriptor_exhaustion, 0, ntargets);
 	suite_add_tcase(s, echo);
 
-	tcase_add_checked_fixture(httpd, make_site, remove_site);
-	tcase_add_loop_test(httpd, httpd_serves_file_intact, 0, ntargets);
-	tcase_add_loop_test(httpd, httpd_head_has_no_body, 0, ntargets);
-	tcase_add_loop_test(httpd, httpd_answers_errors, 0, ntargets);
-	tcase_add_loop_test(httpd, httpd_stays_below_root, 0, ntargets);
-	tcase_add_loop_test(httpd, httpd_keeps_connection_alive, 0, ntargets);
-	suite_add_tcase(s, httpd);
 	return s;
 }
 

@@ -1,0 +1,867 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a hostile or careless program does to a context: NULL where a
+ * context or a configuration belongs, afio_destroy() from a callback,
+ * descriptors closed and their numbers reused while requests wait, no
+ * descriptor left for the library, the thread that submitted requests
+ * exiting.  Each test here once found a hang, a crash or a wrong result.
+ * meson runs it once per backend and mode (argv).
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "asyncfio.h"
+#include "testutil.h"
+
+static enum afio_backend target_backend;
+static enum afio_mode target_mode;
+
+/* How long a wait that should end at once may take before the test calls
+   it a hang: a watchdog for lost completions, not a measure of speed. */
+#define HANG_MS 20000
+
+static afio_ctx *new_ctx(unsigned entries)
+{
+	return tu_ctx(target_backend, target_mode, entries);
+}
+
+/* Polls until d has completed, failing the test if that takes HANG_MS. */
+static void wait_done_or_hang(afio_ctx *ctx, struct tu_done *d, const char *what)
+{
+	for (int waited = 0; !d->calls; waited += 100) {
+		ck_assert_msg(waited < HANG_MS, "%s: no completion after %d ms", what, HANG_MS);
+		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+	}
+}
+
+/* ---- NULL where a context or a configuration belongs ---- */
+
+START_TEST(test_null_context_and_config)
+{
+	afio_ctx *ctx = new_ctx(0);
+
+	ck_assert_int_eq(afio_backend(ctx), target_backend);
+	ck_assert_int_eq(afio_mode(ctx), target_mode);
+	afio_destroy(ctx);
+	ck_assert_int_eq((int)afio_backend(NULL), -EINVAL);
+	ck_assert_int_eq((int)afio_mode(NULL), -EINVAL);
+	afio_config_init(NULL);
+	afio_destroy(NULL);
+	ck_assert_int_eq(afio_eventfd(NULL), -EINVAL);
+	ck_assert_int_eq(afio_poll(NULL, 0, 0), -EINVAL);
+	ck_assert_int_eq(afio_submit(NULL), -EINVAL);
+	ck_assert_int_eq(afio_cancel(NULL, NULL), -EINVAL);
+	ck_assert_str_eq(afio_skip_reason(NULL, AFIO_BACKEND_IO_URING), "");
+}
+END_TEST
+
+/* AFIO_MODE in the environment replaces INLINE, unless the program says
+   that INLINE is its choice. */
+START_TEST(test_mode_fixed_against_environment)
+{
+	struct afio_config cfg;
+	afio_ctx *ctx = NULL;
+
+	setenv("AFIO_MODE", "hybrid", 1);
+	afio_config_init(&cfg);
+	cfg.backend = target_backend;
+	cfg.flags = AFIO_NO_FALLBACK;
+	ck_assert_int_eq(afio_create(&ctx, &cfg), 0);
+	ck_assert_int_eq(afio_mode(ctx), AFIO_MODE_HYBRID);
+	afio_destroy(ctx);
+	cfg.flags |= AFIO_MODE_FIXED;
+	ck_assert_int_eq(afio_create(&ctx, &cfg), 0);
+	ck_assert_int_eq(afio_mode(ctx), AFIO_MODE_INLINE);
+	afio_destroy(ctx);
+	unsetenv("AFIO_MODE");
+}
+END_TEST
+
+/* ---- structures that grow: what a program of another version passes ---- */
+
+#define GUARD 0x5a
+
+static bool untouched(const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != GUARD)
+			return false;
+	return true;
+}
+
+START_TEST(test_version)
+{
+	ck_assert_uint_eq(afio_version(), AFIO_VERSION);
+	ck_assert_uint_eq(AFIO_VERSION, AFIO_VERSION_NUM(AFIO_VERSION_MAJOR, AFIO_VERSION_MINOR,
+							 AFIO_VERSION_PATCH));
+	ck_assert_uint_gt(AFIO_VERSION_NUM(0, 2, 0), AFIO_VERSION_NUM(0, 1, 9));
+}
+END_TEST
+
+/*
+ * A configuration from a later version, larger than this library's: the
+ * library writes only as far as the program said, and creates a context
+ * when the fields it does not know are 0, not otherwise.  One from 0.1
+ * (size 0) and one made by the plain symbol work as they always did.
+ */
+START_TEST(test_config_of_other_sizes)
+{
+	struct {
+		struct afio_config cfg;
+		unsigned later[4];
+		unsigned char guard[16];
+	} big;
+	struct afio_config old;
+	afio_ctx *ctx = NULL;
+
+	memset(&big, GUARD, sizeof(big));
+	afio_config_init_sized(&big.cfg, offsetof(typeof(big), guard));
+	ck_assert(untouched(big.guard, sizeof(big.guard)));
+	ck_assert_uint_eq(big.cfg.size, offsetof(typeof(big), guard));
+	ck_assert_uint_eq(big.later[3], 0);
+	big.cfg.backend = target_backend;
+	big.cfg.mode = target_mode;
+	big.cfg.flags = AFIO_NO_FALLBACK;
+	big.later[1] = 1;
+	ck_assert_int_eq(afio_create(&ctx, &big.cfg), -EINVAL);
+	big.later[1] = 0;
+	ck_assert_int_eq(afio_create(&ctx, &big.cfg), 0);
+	ck_assert_int_eq(afio_backend(ctx), target_backend);
+	afio_destroy(ctx);
+
+	memset(&old, GUARD, sizeof(old));
+	(afio_config_init)(&old);
+	ck_assert_int_eq(old.entries, 256);
+	old.size = 0;
+	old.backend = target_backend;
+	old.mode = target_mode;
+	old.flags = AFIO_NO_FALLBACK;
+	ck_assert_int_eq(afio_create(&ctx, &old), 0);
+	afio_destroy(ctx);
+	old.size = 8;
+	ck_assert_int_eq(afio_create(&ctx, &old), -EINVAL);
+}
+END_TEST
+
+/* Stats into a structure smaller or larger than this library's: never a
+   byte past its size, and what this library does not fill is 0. */
+START_TEST(test_stats_of_other_sizes)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct {
+		struct afio_stats st;
+		uint64_t later[2];
+		unsigned char guard[16];
+	} big;
+	struct {
+		uint64_t first[2];
+		unsigned char guard[16];
+	} small;
+	struct afio_stats plain;
+
+	memset(&big, GUARD, sizeof(big));
+	ck_assert_int_eq(afio_stats_sized(ctx, &big.st, offsetof(typeof(big), guard)), 0);
+	ck_assert(untouched(big.guard, sizeof(big.guard)));
+	ck_assert_uint_eq(big.later[0], 0);
+	ck_assert_uint_eq(big.later[1], 0);
+	memset(&small, GUARD, sizeof(small));
+	ck_assert_int_eq(afio_stats_sized(ctx, (struct afio_stats *)&small, sizeof(small.first)), 0);
+	ck_assert(untouched(small.guard, sizeof(small.guard)));
+	ck_assert_uint_eq(small.first[0], 0);
+	ck_assert_int_eq((afio_stats)(ctx, &plain), 0);
+	ck_assert_uint_eq(plain.submitted, 0);
+	afio_destroy(ctx);
+}
+END_TEST
+
+/* ---- afio_destroy() from a callback ---- */
+
+/*
+ * Freed memory is filled, so that a context used after it was freed reads
+ * garbage and crashes instead of reading what was there (the Check child
+ * then fails the test without AddressSanitizer too).
+ */
+static void poison_freed_memory(void)
+{
+	mallopt(M_PERTURB, 0xa5);
+}
+
+struct destroy_case {
+	afio_ctx *ctx;
+	int calls;		/* callbacks run, all requests */
+	int in_destroy;		/* of those, while the callback's afio_destroy() ran */
+	bool destroying;
+	int late_queue;		/* afio_read() from the callback after afio_destroy() */
+	struct tu_done silent;
+	int fd;
+	char buf[16][8];
+};
+
+static void count_call(void *data, ssize_t res)
+{
+	struct destroy_case *c = data;
+
+	(void)res;
+	c->calls++;
+	c->in_destroy += c->destroying;
+}
+
+static void destroy_in_callback(void *data, ssize_t res)
+{
+	struct destroy_case *c = data;
+
+	count_call(c, res);
+	c->destroying = true;
+	afio_destroy(c->ctx);
+	c->destroying = false;
+	c->late_queue = afio_read(c->ctx, c->fd, c->buf[0], 1, 0, count_call, c);
+}
+
+/*
+ * A callback of afio_poll() destroys the context while a recv waits and
+ * file reads are in flight.  The destroy happens when that afio_poll()
+ * returns: every other callback runs once, none of them inside the
+ * callback's afio_destroy(), and what the callback queues afterwards is
+ * refused with -ESHUTDOWN.
+ */
+START_TEST(test_destroy_from_poll_callback)
+{
+	struct destroy_case c = { 0 };
+	int sv[2];
+
+	poison_freed_memory();
+	c.ctx = new_ctx(0);
+	c.fd = tu_tmpfile(0);
+	ck_assert_int_ge(c.fd, 0);
+	ck_assert_int_eq(pwrite(c.fd, "abcdefgh", 8, 0), 8);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(c.ctx, sv[0], c.buf[15], 8, 0, tu_on_done, &c.silent), 0);
+	ck_assert_int_eq(afio_read(c.ctx, c.fd, c.buf[1], 8, 0, destroy_in_callback, &c), 0);
+	for (int i = 2; i < 10; i++)
+		ck_assert_int_eq(afio_read(c.ctx, c.fd, c.buf[i], 8, 0, count_call, &c), 0);
+	ck_assert_int_ge(afio_poll(c.ctx, 9, HANG_MS), 1);
+	ck_assert_int_eq(c.calls, 9);
+	ck_assert_int_eq(c.in_destroy, 0);
+	ck_assert_int_eq(c.late_queue, -ESHUTDOWN);
+	ck_assert_int_eq(c.silent.calls, 1);
+	ck_assert_int_eq(c.silent.res, -ECANCELED);
+	close(sv[0]);
+	close(sv[1]);
+	close(c.fd);
+}
+END_TEST
+
+static void destroy_again(void *data, ssize_t res)
+{
+	struct destroy_case *c = data;
+
+	count_call(c, res);
+	ck_assert_int_eq(res, -ECANCELED);
+	afio_destroy(c->ctx);
+	ck_assert_int_eq(afio_poll(c->ctx, 0, 0), -EBUSY);
+}
+
+/* A callback that afio_destroy() runs calls afio_destroy() again: the
+   outer one finishes, once. */
+START_TEST(test_destroy_from_destroy_callback)
+{
+	struct destroy_case c = { 0 };
+	int sv[2];
+
+	poison_freed_memory();
+	c.ctx = new_ctx(0);
+	tu_socketpair(sv);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(afio_recv(c.ctx, sv[0], c.buf[i], 8, 0, destroy_again, &c), 0);
+	ck_assert_int_eq(afio_submit(c.ctx), 3);
+	afio_destroy(c.ctx);
+	ck_assert_int_eq(c.calls, 3);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* ---- a descriptor closed and its number reused under a waiting request ---- */
+
+static unsigned reuse_races(void)
+{
+	const char *v = getenv("AFIO_ROBUST_RACES");
+
+	return v && *v ? (unsigned)strtoul(v, NULL, 10) : 3000;
+}
+
+/*
+ * A recv waits on a socket, or a read on a pipe (io_uring reads a pipe as
+ * read(2) does), whose descriptor the program has closed, its number now
+ * a regular file (asyncfio(7), CLOSING A DESCRIPTOR); then it is
+ * canceled.  To catch the cancel while a kernel worker runs the request, a
+ * byte arrives just before and is taken through another descriptor of the
+ * same socket or pipe, so that the request wakes, finds nothing and goes
+ * back to waiting.  Whatever the cancel meets, the request completes.
+ */
+/*
+ * A descriptor that takes bytes without waiting, from the same socket or
+ * pipe as fd.  Not a dup for a pipe: O_NONBLOCK on fd's own open file
+ * would make io_uring give -EAGAIN instead of waiting.
+ */
+static int another_reader(int fd, bool on_pipe)
+{
+	char path[32];
+	int other;
+
+	if (on_pipe) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		other = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	} else {
+		other = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	}
+	ck_assert_int_ge(other, 0);
+	return other;
+}
+
+static void steal_byte(int fd, bool on_pipe)
+{
+	char c;
+
+	if (on_pipe)
+		(void)!read(fd, &c, 1);
+	else
+		(void)!recv(fd, &c, 1, MSG_DONTWAIT);
+}
+
+static void race_reuse(bool on_pipe)
+{
+	afio_ctx *ctx = new_ctx(4);
+	unsigned races = reuse_races();
+	int file = tu_tmpfile(0);
+	char in[4], what[80];
+	int end[2], other;
+
+	ck_assert_int_ge(file, 0);
+	for (unsigned i = 0; i < races; i++) {
+		struct tu_done d = { 0 };
+
+		if (on_pipe)
+			ck_assert_int_eq(pipe2(end, O_CLOEXEC), 0);
+		else
+			tu_socketpair(end);
+		other = another_reader(end[0], on_pipe);
+		if (on_pipe)
+			ck_assert_int_eq(afio_read(ctx, end[0], in, sizeof(in), 0, tu_on_done, &d), 0);
+		else
+			ck_assert_int_eq(afio_recv(ctx, end[0], in, sizeof(in), 0, tu_on_done, &d), 0);
+		ck_assert_int_eq(afio_submit(ctx), 1);
+		/* Give a kernel worker the moment it takes to bind the request
+		   to its file; one that has not yet is canceled as well. */
+		if (i % 2)
+			usleep(50);
+		ck_assert_int_eq(dup2(file, end[0]), end[0]);
+		ck_assert_int_eq(write(end[1], "x", 1), 1);
+		steal_byte(other, on_pipe);
+		afio_cancel(ctx, &d);
+		snprintf(what, sizeof(what), "race %u: canceled %s on a reused fd", i,
+			 on_pipe ? "pipe read" : "recv");
+		wait_done_or_hang(ctx, &d, what);
+		ck_assert_int_eq(d.calls, 1);
+		/* Bound to the file: -ENOTSOCK or its end; threads and libaio
+		   refuse a read of a pipe with -ESPIPE. */
+		ck_assert_msg(d.res == -ECANCELED || d.res == 1 || d.res == 0 ||
+			      d.res == -ENOTSOCK || d.res == -ESPIPE, "%s: %zd", what, d.res);
+		close(other);
+		close(end[0]);
+		close(end[1]);
+	}
+	afio_destroy(ctx);
+	close(file);
+}
+
+START_TEST(test_cancel_recv_whose_fd_was_reused)
+{
+	race_reuse(false);
+}
+END_TEST
+
+START_TEST(test_cancel_pipe_read_whose_fd_was_reused)
+{
+	race_reuse(true);
+}
+END_TEST
+
+/* ---- no descriptor left ---- */
+
+struct fd_fill {
+	struct rlimit old;
+	int fds[1024];
+	int n;
+};
+
+static int highest_fd(void)
+{
+	int top = -1;
+
+	for (int fd = 0; fd < 4096; fd++)
+		if (fcntl(fd, F_GETFD) >= 0)
+			top = fd;
+	return top;
+}
+
+/* Lowers RLIMIT_NOFILE to just above the highest open fd and takes every
+   number below it, so that the next fd anyone opens fails with EMFILE. */
+static void use_up_fds(struct fd_fill *f)
+{
+	struct rlimit rl;
+	int fd;
+
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &f->old), 0);
+	rl = f->old;
+	rl.rlim_cur = (rlim_t)highest_fd() + 1;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	f->n = 0;
+	while (f->n < 1024 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		f->fds[f->n++] = fd;
+	ck_assert_int_lt(f->n, 1024);
+	ck_assert_int_lt(dup(0), 0);
+}
+
+static void give_back_fds(struct fd_fill *f)
+{
+	while (f->n)
+		close(f->fds[--f->n]);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &f->old), 0);
+}
+
+#define IDLE_SOCKETS	8	/* twice the pool's workers */
+#define FILE_OPS	40
+
+/*
+ * Socket requests that must wait, with no fd left for the library's dup
+ * of the socket, and then file reads and fsyncs: the file requests
+ * complete.  (ASYNC holds a worker per waiting socket by design.)  A
+ * socket request waits without a worker or fails with -EMFILE; once
+ * canceled, each completes once.
+ */
+START_TEST(test_no_fd_left_for_waiting_sockets)
+{
+	struct tu_done idle[IDLE_SOCKETS] = { 0 }, ops[FILE_OPS] = { 0 }, warm = { 0 };
+	int sv[IDLE_SOCKETS][2], file, done;
+	char in[IDLE_SOCKETS][4], buf[FILE_OPS][8];
+	struct fd_fill fill;
+	afio_ctx *ctx;
+
+	if (target_mode == AFIO_MODE_ASYNC)
+		return;
+	ctx = new_ctx(0);
+	file = tu_tmpfile(0);
+	ck_assert_int_ge(file, 0);
+	ck_assert_int_eq(pwrite(file, "abcdefgh", 8, 0), 8);
+	/* Another backend's pool starts with its first request, not here. */
+	ck_assert_int_eq(afio_read(ctx, file, buf[0], 8, 0, tu_on_done, &warm), 0);
+	wait_done_or_hang(ctx, &warm, "read before");
+	for (int i = 0; i < IDLE_SOCKETS; i++)
+		tu_socketpair(sv[i]);
+
+	use_up_fds(&fill);
+	for (int i = 0; i < IDLE_SOCKETS; i++)
+		ck_assert_int_eq(afio_recv(ctx, sv[i][0], in[i], sizeof(in[i]), 0,
+					   tu_on_done, &idle[i]), 0);
+	ck_assert_int_ge(afio_submit(ctx), 0);
+	for (int i = 0; i < FILE_OPS; i++) {
+		if (i % 2)
+			ck_assert_int_eq(afio_fsync(ctx, file, 0, tu_on_done, &ops[i]), 0);
+		else
+			ck_assert_int_eq(afio_read(ctx, file, buf[i], 8, 0, tu_on_done, &ops[i]), 0);
+	}
+	for (int i = 0; i < FILE_OPS; i++)
+		wait_done_or_hang(ctx, &ops[i], "file request with sockets waiting and no fd left");
+	for (int i = 0; i < FILE_OPS; i++)
+		ck_assert_int_eq(ops[i].res, i % 2 ? 0 : 8);
+	for (int i = 0; i < IDLE_SOCKETS; i++) {
+		afio_cancel(ctx, &idle[i]);
+		wait_done_or_hang(ctx, &idle[i], "canceled recv");
+		ck_assert_msg(idle[i].res == -ECANCELED || idle[i].res == -EMFILE,
+			      "recv %d: %zd", i, idle[i].res);
+	}
+	give_back_fds(&fill);
+	done = 0;
+	for (int i = 0; i < IDLE_SOCKETS; i++) {
+		done += idle[i].calls;
+		close(sv[i][0]);
+		close(sv[i][1]);
+	}
+	ck_assert_int_eq(done, IDLE_SOCKETS);
+	afio_destroy(ctx);
+	close(file);
+}
+END_TEST
+
+/* ---- requests that cannot succeed fail at once, on every backend ---- */
+
+/* A connected TCP pair on 127.0.0.1: MSG_OOB needs TCP. */
+static void tcp_pair(int sv[2])
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(lfd, 1), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
+	sv[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(sv[1], 0);
+	ck_assert_int_eq(connect(sv[1], (struct sockaddr *)&a, len), 0);
+	sv[0] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(sv[0], 0);
+	close(lfd);
+}
+
+/* recv(2) with MSG_OOB and no urgent data fails with EINVAL at once; a
+   request must not wait for data that would not change that. */
+START_TEST(test_recv_oob_without_urgent_data)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done d = { 0 };
+	char c;
+	int sv[2];
+
+	tcp_pair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[0], &c, 1, MSG_OOB, tu_on_done, &d), 0);
+	wait_done_or_hang(ctx, &d, "MSG_OOB recv without urgent data");
+	ck_assert_int_eq(d.res, -EINVAL);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* An epoll fd is not a socket, and an afio_recv on it says so. */
+START_TEST(test_recv_on_epoll_fd)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done d = { 0 };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	char c;
+
+	ck_assert_int_ge(ep, 0);
+	ck_assert_int_eq(afio_recv(ctx, ep, &c, 1, 0, tu_on_done, &d), 0);
+	wait_done_or_hang(ctx, &d, "recv on an epoll fd");
+	ck_assert_int_eq(d.res, -ENOTSOCK);
+	afio_destroy(ctx);
+	close(ep);
+}
+END_TEST
+
+/*
+ * The context's own eventfd is no file to read or write: on every backend
+ * that is -ESPIPE, as pread(2) says, where io_uring would read it as
+ * read(2) does, waiting for and then taking the wake-ups meant for the
+ * program.
+ */
+START_TEST(test_read_write_own_eventfd)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done d[2] = { 0 };
+	uint64_t v = 1, w;
+
+	ck_assert_int_eq(afio_read(ctx, afio_eventfd(ctx), &w, sizeof(w), 0, tu_on_done, &d[0]), 0);
+	ck_assert_int_eq(afio_write(ctx, afio_eventfd(ctx), &v, sizeof(v), 0, tu_on_done, &d[1]), 0);
+	wait_done_or_hang(ctx, &d[0], "read of the context's eventfd");
+	wait_done_or_hang(ctx, &d[1], "write of the context's eventfd");
+	ck_assert_int_eq(d[0].res, -ESPIPE);
+	ck_assert_int_eq(d[1].res, -ESPIPE);
+	afio_destroy(ctx);
+}
+END_TEST
+
+/*
+ * An epoll fd cannot be read at an offset: -ESPIPE, as pread(2) says.
+ * io_uring reads what is not a regular file as read(2) would (afio_read(3))
+ * but first waits for it to be readable, and for an epoll set read(2) then
+ * fails with EINVAL: the request ends once the set has something ready, or
+ * when it is canceled.
+ */
+START_TEST(test_read_epoll_fd)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct tu_done d = { 0 };
+	int ep = epoll_create1(EPOLL_CLOEXEC), sv[2];
+	uint64_t v;
+
+	ck_assert_int_ge(ep, 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &ev), 0);
+	ck_assert_int_eq(afio_read(ctx, ep, &v, sizeof(v), 0, tu_on_done, &d), 0);
+	ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	if (target_backend == AFIO_BACKEND_IO_URING) {
+		ck_assert_int_eq(d.calls, 0);
+		ck_assert_int_eq(write(sv[1], "x", 1), 1);
+	}
+	wait_done_or_hang(ctx, &d, "read of an epoll fd");
+	ck_assert_int_eq(d.res, target_backend == AFIO_BACKEND_IO_URING ? -EINVAL : -ESPIPE);
+	afio_destroy(ctx);
+	close(ep);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* ---- what the core queue holds ---- */
+
+/*
+ * A sendfile that finishes at once while it is handed over (INLINE, a
+ * non-blocking socket, a cached file) between other requests: those
+ * queued behind it still go.  io_uring once finished it while it was still
+ * linked in the queue, which cut off everything behind it for good.
+ */
+START_TEST(test_requests_behind_a_sendfile_done_at_once)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done d[6] = { 0 };
+	int file = tu_tmpfile(0), sv[2];
+	char buf[6][8];
+
+	ck_assert_int_ge(file, 0);
+	ck_assert_int_eq(pwrite(file, "abcdefgh", 8, 0), 8);
+	tu_socketpair(sv);
+	ck_assert_int_eq(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+	for (int i = 0; i < 6; i++) {
+		if (i == 1)
+			ck_assert_int_eq(afio_sendfile(ctx, sv[0], file, 0, 8, tu_on_done, &d[i]), 0);
+		else
+			ck_assert_int_eq(afio_read(ctx, file, buf[i], 8, 0, tu_on_done, &d[i]), 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		wait_done_or_hang(ctx, &d[i], "a request queued behind a sendfile");
+		ck_assert_int_eq(d[i].res, 8);
+	}
+	ck_assert_int_eq(recv(sv[1], buf[0], 8, MSG_DONTWAIT), 8);
+	ck_assert(!memcmp(buf[0], "abcdefgh", 8));
+	afio_destroy(ctx);
+	close(file);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* Timers that expired, counted in the low half, and the others. */
+static void count_timer(void *data, ssize_t res)
+{
+	*(long *)data += res == -ETIME ? 1 : 1L << 32;
+}
+
+/* ---- io_uring's completion ring ---- */
+
+#define MANY_TIMERS 30000
+
+/*
+ * The completion ring has room for three completions per entry (up to the
+ * kernel's 65536), so that none waits on the kernel's overflow list; past
+ * that, requests wait in the queue: 30000 timers in flight through an
+ * 8-entry submission ring all expire, once each.
+ */
+START_TEST(test_completion_ring_holds_what_is_in_flight)
+{
+	struct afio_config cfg;
+	struct afio_stats st;
+	char desc[256], want[32];
+	afio_ctx *ctx;
+	long done = 0;
+
+	if (target_backend != AFIO_BACKEND_IO_URING)
+		return;
+	afio_config_init(&cfg);
+	cfg.backend = target_backend;
+	cfg.mode = target_mode;
+	cfg.entries = 4096;
+	cfg.ring_entries = 8;
+	ctx = tu_create(&cfg);
+	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
+	ck_assert_msg(strstr(desc, "sq=8 cq=16384 "), "%s", desc);
+	afio_destroy(ctx);
+	cfg.entries = 1u << 16;
+	ctx = tu_create(&cfg);
+	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
+	snprintf(want, sizeof(want), "cq=%u ", 65536);
+	ck_assert_msg(strstr(desc, want), "%s", desc);
+	for (int i = 0; i < MANY_TIMERS; i++)
+		ck_assert_int_eq(afio_timeout(ctx, 1000000, count_timer, &done), 0);
+	for (int waited = 0; done < MANY_TIMERS; waited += 100) {
+		ck_assert_msg(waited < HANG_MS, "%ld of %d timers after %d ms", done, MANY_TIMERS,
+			      HANG_MS);
+		ck_assert_int_ge(afio_poll(ctx, MANY_TIMERS, 100), 0);
+	}
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.completed, MANY_TIMERS);
+	afio_destroy(ctx);
+}
+END_TEST
+
+/* ---- SQPOLL, driven by the eventfd alone ---- */
+
+#define SQPOLL_CANCELS 2000
+
+/*
+ * With AFIO_SQPOLL a cancel can miss a recv on its way to a poll wait.  A
+ * program that sleeps on the eventfd, and calls afio_poll() only with no
+ * wait when it is readable, still sees each canceled recv complete.
+ */
+START_TEST(test_sqpoll_cancel_with_eventfd_alone)
+{
+	struct afio_config cfg;
+	struct pollfd pfd = { .events = POLLIN };
+	char in[4], what[64];
+	afio_ctx *ctx = NULL;
+	int sv[2];
+
+	if (target_backend != AFIO_BACKEND_IO_URING)
+		return;
+	afio_config_init(&cfg);
+	cfg.backend = target_backend;
+	cfg.mode = target_mode;
+	cfg.entries = 4;
+	cfg.flags = AFIO_NO_FALLBACK | AFIO_SQPOLL;
+	if (afio_create(&ctx, &cfg)) {
+		printf("SQPOLL refused here: not tested\n");
+		return;
+	}
+	pfd.fd = afio_eventfd(ctx);
+	tu_socketpair(sv);
+	for (int i = 0; i < SQPOLL_CANCELS; i++) {
+		struct tu_done d = { 0 };
+
+		ck_assert_int_eq(afio_recv(ctx, sv[0], in, sizeof(in), 0, tu_on_done, &d), 0);
+		ck_assert_int_eq(afio_submit(ctx), 1);
+		ck_assert_int_eq(afio_cancel(ctx, &d), 1);
+		snprintf(what, sizeof(what), "cancel %d, with the eventfd alone", i);
+		for (int waited = 0; !d.calls; waited += 100) {
+			ck_assert_msg(waited < HANG_MS, "%s: no completion after %d ms", what,
+				      HANG_MS);
+			if (poll(&pfd, 1, 100) == 1)
+				ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+		}
+		ck_assert_int_eq(d.res, -ECANCELED);
+	}
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* ---- the thread that submitted requests exits ---- */
+
+struct exiting {
+	afio_ctx *ctx;
+	int sock, file;
+	char in[8], buf[8];
+	struct tu_done recv, read;
+};
+
+static void *submit_and_exit(void *arg)
+{
+	struct exiting *x = arg;
+
+	ck_assert_int_eq(afio_recv(x->ctx, x->sock, x->in, 4, MSG_WAITALL, tu_on_done, &x->recv), 0);
+	ck_assert_int_eq(afio_read(x->ctx, x->file, x->buf, 8, 0, tu_on_done, &x->read), 0);
+	ck_assert_int_eq(afio_submit(x->ctx), 2);
+	return NULL;
+}
+
+/*
+ * A thread takes the context, submits a recv and a read, and exits; the
+ * main thread goes on with the context.  The requests complete as if the
+ * thread were still there: the recv with the bytes that come after the
+ * thread is gone, the read with the file's.  (io_uring cancels what a
+ * thread submitted when it exits; the library submits it again.)
+ */
+START_TEST(test_requests_outlive_their_thread)
+{
+	struct exiting x = { 0 };
+	pthread_t t;
+	int sv[2];
+
+	x.ctx = new_ctx(0);
+	x.file = tu_tmpfile(0);
+	ck_assert_int_ge(x.file, 0);
+	ck_assert_int_eq(pwrite(x.file, "abcdefgh", 8, 0), 8);
+	tu_socketpair(sv);
+	x.sock = sv[0];
+	ck_assert_int_eq(pthread_create(&t, NULL, submit_and_exit, &x), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	/* Let the kernel finish with the thread before the bytes come. */
+	ck_assert_int_ge(afio_poll(x.ctx, 0, 10), 0);
+	ck_assert_int_eq(write(sv[1], "ping", 4), 4);
+	wait_done_or_hang(x.ctx, &x.read, "read of a thread that exited");
+	wait_done_or_hang(x.ctx, &x.recv, "recv of a thread that exited");
+	ck_assert_int_eq(x.read.res, 8);
+	ck_assert(!memcmp(x.buf, "abcdefgh", 8));
+	ck_assert_int_eq(x.recv.res, 4);
+	ck_assert(!memcmp(x.in, "ping", 4));
+	afio_destroy(x.ctx);
+	close(sv[0]);
+	close(sv[1]);
+	close(x.file);
+}
+END_TEST
+
+static Suite *robust_suite(void)
+{
+	Suite *s = suite_create("robust");
+	TCase *args = tcase_create("arguments");
+	TCase *destroy = tcase_create("destroy");
+	TCase *reuse = tcase_create("fd-reuse");
+	TCase *nofd = tcase_create("no-fd");
+	TCase *fail = tcase_create("fail-at-once");
+	TCase *queue = tcase_create("queue");
+	TCase *exiting = tcase_create("thread-exit");
+
+	tcase_add_test(args, test_null_context_and_config);
+	tcase_add_test(args, test_mode_fixed_against_environment);
+	tcase_add_test(args, test_version);
+	tcase_add_test(args, test_config_of_other_sizes);
+	tcase_add_test(args, test_stats_of_other_sizes);
+	suite_add_tcase(s, args);
+	tcase_add_test(destroy, test_destroy_from_poll_callback);
+	tcase_add_test(destroy, test_destroy_from_destroy_callback);
+	suite_add_tcase(s, destroy);
+	tcase_add_test(reuse, test_cancel_recv_whose_fd_was_reused);
+	tcase_add_test(reuse, test_cancel_pipe_read_whose_fd_was_reused);
+	suite_add_tcase(s, reuse);
+	tcase_add_test(nofd, test_no_fd_left_for_waiting_sockets);
+	suite_add_tcase(s, nofd);
+	tcase_add_test(fail, test_recv_oob_without_urgent_data);
+	tcase_add_test(fail, test_recv_on_epoll_fd);
+	tcase_add_test(fail, test_read_write_own_eventfd);
+	tcase_add_test(fail, test_read_epoll_fd);
+	suite_add_tcase(s, fail);
+	tcase_add_test(queue, test_requests_behind_a_sendfile_done_at_once);
+	tcase_add_test(queue, test_completion_ring_holds_what_is_in_flight);
+	tcase_add_test(queue, test_sqpoll_cancel_with_eventfd_alone);
+	suite_add_tcase(s, queue);
+	tcase_add_test(exiting, test_requests_outlive_their_thread);
+	suite_add_tcase(s, exiting);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	int ret;
+
+	ret = tu_parse_target(argc, argv, AFIO_BACKEND_AUTO, &target_backend, &target_mode);
+	if (ret)
+		return ret;
+	return tu_run_suite(robust_suite());
+}
