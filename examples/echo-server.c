@@ -247,31 +247,25 @@ static int check_async_ceiling(struct echo *echo, bool explicit_max)
 /*
  * Descriptors: one per connection, and on libaio and the thread pool a
  * second one while its request waits (the backend's dup of the socket).
- * On threads in INLINE and HYBRID mode a dup that finds no descriptor
- * left makes a pool worker wait on the socket instead, and a few such idle
- * connections would hold every worker: there connections stop at what the
- * descriptors allow.  Elsewhere a missing dup costs nothing (the request
- * waits on the application's fd), and an accept that finds no descriptor
- * left turns the connection away (server.c).
+ * A dup that finds no descriptor left costs nothing but the dup (the
+ * request waits on the application's fd), and an accept that finds none
+ * left turns the connection away (server.c); what the limit allows is
+ * only said, once, at start.
  */
-static void fit_descriptors(struct echo *echo)
+static void fit_descriptors(const struct echo *echo)
 {
 	const struct server *srv = &echo->srv;
-	enum afio_backend b = afio_backend(srv->ctx);
-	bool dup_each = b != AFIO_BACKEND_IO_URING;
-	bool must_fit = b == AFIO_BACKEND_THREADS && afio_mode(srv->ctx) != AFIO_MODE_ASYNC;
+	bool dup_each = afio_backend(srv->ctx) != AFIO_BACKEND_IO_URING;
 	unsigned long room = srv->nofile - srv->fds_at_start, fit;
 
 	fit = room > FD_RESERVE ? room - FD_RESERVE : 0;
 	if (dup_each)
 		fit /= 2;
-	if (fit >= echo->max_conn)
-		return;
-	fprintf(stderr, "afio-echo: RLIMIT_NOFILE %lu leaves room for %lu connections "
-		"here%s, fewer than --max-conn %u\n", srv->nofile, fit,
-		dup_each ? " while all of them wait (2 descriptors each)" : "", echo->max_conn);
-	if (must_fit)
-		echo->max_conn = fit ? (unsigned)fit : 1;
+	if (fit < echo->max_conn)
+		fprintf(stderr, "afio-echo: RLIMIT_NOFILE %lu leaves room for %lu connections "
+			"here%s, fewer than --max-conn %u\n", srv->nofile, fit,
+			dup_each ? " while all of them wait (2 descriptors each)" : "",
+			echo->max_conn);
 }
 
 /* ---- start-up ---- */
