@@ -6,7 +6,7 @@
 #   bench/echo-bench.sh [--build DIR] [--conns "1 2 100 1000 2000 5000"]
 #                       [--rows "io_uring/inline ... epoll"] [--repeat N]
 #                       [--warmup S] [--duration S] [--size BYTES] [--out DIR]
-#                       [--quiet-wait S]
+#                       [--quiet-wait S] [--nice N]
 #   bench/echo-bench.sh --check [--build DIR] [--out DIR]
 #
 # The server runs on CPU 0 and the client on CPU 1 (taskset).  For each
@@ -16,7 +16,9 @@
 # runs meanwhile.  Tests and builds do not take that lock: before each
 # run the script waits (up to --quiet-wait seconds) until the CPUs are
 # nearly idle, and echo-bench reports what others took during the run
-# (others_cpu_pct).  Writes OUT/echo-bench.csv (every run),
+# (others_cpu_pct); --nice -10 (root) also lets server and client take
+# the CPUs from builds that start meanwhile.  Writes OUT/echo-bench.csv
+# (every run),
 # OUT/echo-summary.csv (medians), OUT/echo-bench.png, and prints the tables.
 # --check: a few short runs of every row without the lock, for the test
 # suite; fails unless each one ran (a refusal where async cannot serve the
@@ -34,6 +36,7 @@ size=1024
 out=
 check=
 quiet_wait=60
+nice=0
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -46,8 +49,9 @@ while [ $# -gt 0 ]; do
 	--size) size=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--quiet-wait) quiet_wait=$2; shift 2 ;;
+	--nice) nice=$2; shift 2 ;;
 	--check) check=1 conns="2 1100" repeat=1 warmup=0.1 duration=0.2 quiet_wait=0; shift ;;
-	-h|--help) sed -n '2,26s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,28s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	*) echo "echo-bench.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -96,10 +100,10 @@ run_cell() {
 	local busy=0
 	[ "$quiet_wait" -gt 0 ] && wait_quiet
 	if [ "$row" = epoll ]; then
-		taskset -c 0 "$epoll_bin" --port 0 >"$tmp/out" 2>"$tmp/err" &
+		nice -n "$nice" taskset -c 0 "$epoll_bin" --port 0 >"$tmp/out" 2>"$tmp/err" &
 	else
 		server=afio-echo backend=${row%/*} mode=${row#*/}
-		taskset -c 0 "$echo_bin" --port 0 --backend "$backend" --mode "$mode" \
+		nice -n "$nice" taskset -c 0 "$echo_bin" --port 0 --backend "$backend" --mode "$mode" \
 			--max-conn "$n" >"$tmp/out" 2>"$tmp/err" &
 	fi
 	pid=$!
@@ -117,7 +121,7 @@ run_cell() {
 		printf '  %-16s %5s conns: %s\n' "$row" "$n" "$status"
 		return
 	fi
-	if line=$(taskset -c 1 timeout 120 "$client" --port "$port" --conns "$n" --size "$size" \
+	if line=$(nice -n "$nice" taskset -c 1 timeout 120 "$client" --port "$port" --conns "$n" --size "$size" \
 			--warmup "$warmup" --duration "$duration" --server-pid $pid 2>"$tmp/cerr"); then
 		:
 	else
@@ -142,7 +146,7 @@ ordered_rows() {
 }
 
 echo "echo-bench: $(uname -r), $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?'), " \
-     "$size-byte messages, ${warmup}s warm-up + ${duration}s per run, $repeat repeats"
+     "$size-byte messages, ${warmup}s warm-up + ${duration}s per run, $repeat repeats, nice $nice"
 round=0
 for rep in $(seq "$repeat"); do
 	for n in $conns; do

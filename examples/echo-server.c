@@ -245,29 +245,27 @@ static int check_async_ceiling(struct echo *echo, bool explicit_max)
 }
 
 /*
- * Descriptors: one per connection; and the thread pool, when a socket
- * must wait in its epoll set (threads, INLINE and HYBRID), holds a dup of
- * it meanwhile.  If that dup finds no descriptor left, a pool worker waits
- * on the socket instead, and a few such idle connections would hold every
- * worker.  So there, connections stop at what the descriptors allow, and
- * everywhere else an accept that finds none left turns the connection
- * away (server.c).
+ * Descriptors: one per connection, and on libaio and the thread pool a
+ * second one while its request waits (the backend's dup of the socket).
+ * A dup that finds no descriptor left costs nothing but the dup (the
+ * request waits on the application's fd), and an accept that finds none
+ * left turns the connection away (server.c); what the limit allows is
+ * only said, once, at start.
  */
-static void fit_descriptors(struct echo *echo)
+static void fit_descriptors(const struct echo *echo)
 {
 	const struct server *srv = &echo->srv;
-	bool dup_each = afio_backend(srv->ctx) == AFIO_BACKEND_THREADS &&
-			afio_mode(srv->ctx) != AFIO_MODE_ASYNC;
+	bool dup_each = afio_backend(srv->ctx) != AFIO_BACKEND_IO_URING;
 	unsigned long room = srv->nofile - srv->fds_at_start, fit;
 
-	fit = dup_each ? (room > FD_RESERVE ? (room - FD_RESERVE) / 2 : 0) : room;
-	if (fit >= echo->max_conn)
-		return;
-	fprintf(stderr, "afio-echo: RLIMIT_NOFILE %lu leaves room for %lu connections "
-		"here%s, fewer than --max-conn %u\n", srv->nofile, fit,
-		dup_each ? " (2 descriptors each)" : "", echo->max_conn);
+	fit = room > FD_RESERVE ? room - FD_RESERVE : 0;
 	if (dup_each)
-		echo->max_conn = fit ? (unsigned)fit : 1;
+		fit /= 2;
+	if (fit < echo->max_conn)
+		fprintf(stderr, "afio-echo: RLIMIT_NOFILE %lu leaves room for %lu connections "
+			"here%s, fewer than --max-conn %u\n", srv->nofile, fit,
+			dup_each ? " while all of them wait (2 descriptors each)" : "",
+			echo->max_conn);
 }
 
 /* ---- start-up ---- */

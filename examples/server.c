@@ -294,6 +294,38 @@ static int create_context(struct server *srv, const struct server_opts *opts)
 	return ret;
 }
 
+/* The first line of a /proc/sys file, without its newline. */
+static int read_sysctl_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	bool ok = f && fgets(buf, (int)len, f);
+
+	if (f)
+		fclose(f);
+	if (!ok)
+		return -1;
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+/* The context holds max_conn entries: where a limit of the system stops
+   that, say which. */
+static int report_create(const struct server_opts *opts, int err)
+{
+	char max[32], cur[32];
+
+	if (err == -EAGAIN && opts->afio.backend == AFIO_BACKEND_LIBAIO &&
+	    !read_sysctl_line("/proc/sys/fs/aio-max-nr", max, sizeof(max)) &&
+	    !read_sysctl_line("/proc/sys/fs/aio-nr", cur, sizeof(cur))) {
+		fprintf(stderr, "%s: libaio: %s: an AIO context of %u entries, with "
+			"fs.aio-max-nr %s and fs.aio-nr %s in use; lower --max-conn or "
+			"raise fs.aio-max-nr\n", prog_name, strerror(-err), opts->max_conn,
+			max, cur);
+		return err;
+	}
+	return report(afio_backend_name(opts->afio.backend), err);
+}
+
 /* A server holds a descriptor per connection: the soft limit (often 1024)
    would stop it long before the hard one.  Returns the limit in force. */
 static unsigned long raise_nofile(void)
@@ -347,7 +379,7 @@ int server_open_context(struct server *srv, const struct server_opts *opts)
 		return report("signalfd", srv->signal_fd);
 	ret = create_context(srv, opts);
 	if (ret)
-		return report(afio_backend_name(opts->afio.backend), ret);
+		return report_create(opts, ret);
 	describe_backend(srv->ctx);
 	return 0;
 }

@@ -592,8 +592,7 @@ static void expect_answer(int fd)
 
 /*
  * Out of descriptors.  Under RLIMIT_NOFILE 100 the server takes
- * connections until it has no descriptor left (or, where each waiting
- * connection costs two, stops short of that).  Then it turns new ones away
+ * connections until it has no descriptor left.  Then it turns new ones away
  * at once, or lets them wait in the backlog for a while (when a pool
  * thread took its spare descriptor); either way it does not spin on a
  * connection it cannot take, does not write a line per connection, and
