@@ -208,8 +208,10 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 		*res = -errno;
 		return R_DONE;
 	}
-	if (!(fl & O_DIRECT))
+	if (!(fl & O_DIRECT)) {
+		r->buffered = 1;
 		return R_POOL;
+	}
 	ret = dio_facts(a, r->fd, &al);
 	if (ret == -EBADF) {
 		*res = ret;

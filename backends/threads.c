@@ -562,10 +562,13 @@ static void *poller_main(void *arg)
 
 /* ---- workers ---- */
 
-static bool fd_is_direct(int fd)
+static bool is_direct(const struct afio_req *r)
 {
-	int fl = fcntl(fd, F_GETFL);
+	int fl;
 
+	if (r->buffered)
+		return false;
+	fl = fcntl(r->fd, F_GETFL);
 	return fl >= 0 && (fl & O_DIRECT);
 }
 
@@ -657,7 +660,7 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 	   RWF_NOWAIT does not keep direct I/O off the device. */
 	try_first = p->mode == AFIO_MODE_HYBRID ||
 		    (p->mode == AFIO_MODE_ASYNC && w->owes_signal && is_read(r));
-	if (try_first && !r->progress && !fd_is_direct(r->fd)) {
+	if (try_first && !r->progress && !is_direct(r)) {
 		n = file_try_nowait(p, r, &r->progress);
 		if (n == 0 || (n > 0 && (size_t)n == afio_req_bytes(r)))
 			return n;
@@ -665,7 +668,7 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 			return n;
 	}
 	settle(w);
-	if (!is_read(r) && !fd_is_direct(r->fd)) {
+	if (!is_read(r) && !is_direct(r)) {
 		pthread_mutex_t *m = &p->write_lock[(unsigned)r->fd % WRITE_STRIPES];
 
 		pthread_mutex_lock(m);
@@ -773,8 +776,9 @@ static bool try_inline(struct pool *p, struct afio_req *r)
 	default:
 		/* RWF_NOWAIT keeps direct I/O off locks, not off the device: a
 		   direct read would wait for the disk right here. */
-		if (fd_is_direct(r->fd))
+		if (is_direct(r))
 			return false;
+		r->buffered = 1;
 		n = file_try_nowait(p, r, &r->progress);
 		if (n == -EAGAIN || n == -EOPNOTSUPP ||
 		    (n >= 0 && (size_t)n < afio_req_bytes(r) && n))

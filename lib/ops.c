@@ -109,6 +109,7 @@ static struct afio_req *new_req(struct afio_ctx *ctx, enum afio_op op, int fd,
 	r->engine = NULL;
 	r->cancel = 0;
 	r->started = 0;
+	r->buffered = 0;
 	return r;
 }
 
