@@ -1525,6 +1525,9 @@ static int uring_op_native(const struct afio_engine *e, enum afio_op op, char *h
 			    "socket is non-blocking and the range cached" : "");
 	else if (op == AFIO_OP_SYNC_RANGE)
 		afio_reason(how, len, "IORING_OP_SYNC_FILE_RANGE; ranges over 4 GiB the pool");
+	else if (op == AFIO_OP_STATX)
+		afio_reason(how, len, "IORING_OP_STATX, in io-wq in every mode (no "
+			    "non-blocking statx)");
 	else
 		afio_reason(how, len, "IORING_OP_%s", uo->name);
 	return 1;

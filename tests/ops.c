@@ -1727,6 +1727,63 @@ START_TEST(test_statx)
 }
 END_TEST
 
+/* Through the library, then statx(2) with the same arguments: the same
+   result, and on success the same fields. */
+static void statx_as_system(afio_ctx *ctx, int dirfd, const char *path, int flags,
+			    unsigned mask)
+{
+	struct statx got, want;
+	ssize_t res = sys_res(statx(dirfd, path, flags, mask, &want));
+
+	memset(&got, 0xaa, sizeof(got));
+	EXPECT(ctx, res, afio_statx(ctx, dirfd, path, flags, mask, &got, tu_on_done, &d));
+	if (!res)
+		same_statx(&got, dirfd, path, flags, mask);
+}
+
+/*
+ * The walk's answers, wherever the backend and mode do the call: through
+ * a symlink to a directory, a dangling symlink followed or not, a loop, a
+ * file used as a directory, a missing name twice (the second time from a
+ * negative dentry in the cache), the sync types (AT_STATX_FORCE_SYNC asks
+ * for a round trip, AT_STATX_DONT_SYNC for none), no automount, and an
+ * fd with AT_SYMLINK_NOFOLLOW on a path through it.
+ */
+START_TEST(test_statx_walk)
+{
+	const unsigned mask = STATX_BASIC_STATS | STATX_BTIME;
+	static const char *const paths[] = {
+		"f", "dlink/g", "dlink", "dangling", "loop", "f/x", "missing", "missing",
+		"sub/../f", "sub/", "f/", "",
+	};
+	static const int flag_sets[] = {
+		0, AT_SYMLINK_NOFOLLOW, AT_STATX_FORCE_SYNC, AT_STATX_DONT_SYNC,
+		AT_NO_AUTOMOUNT | AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH,
+	};
+	afio_ctx *ctx = new_ctx();
+	struct tdir dir;
+	int sub;
+
+	tdir_make(&dir);
+	put_file(dir.fd, "f", "twelve bytes");
+	ck_assert_int_eq(mkdirat(dir.fd, "sub", 0700), 0);
+	sub = openat(dir.fd, "sub", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(sub, 0);
+	put_file(sub, "g", "g");
+	ck_assert_int_eq(symlinkat("sub", dir.fd, "dlink"), 0);
+	ck_assert_int_eq(symlinkat("nowhere", dir.fd, "dangling"), 0);
+	ck_assert_int_eq(symlinkat("loop", dir.fd, "loop"), 0);
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		for (size_t j = 0; j < sizeof(flag_sets) / sizeof(flag_sets[0]); j++)
+			statx_as_system(ctx, dir.fd, paths[i], flag_sets[j], mask);
+	statx_as_system(ctx, sub, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, mask);
+	statx_as_system(ctx, sub, "../dangling", AT_SYMLINK_NOFOLLOW, STATX_ALL);
+	afio_destroy(ctx);
+	close(sub);
+	tdir_remove(&dir);
+}
+END_TEST
+
 /* ---- readv2, writev2 ---- */
 
 /* A write with RWF_DSYNC leaves nothing of its range unwritten in the
@@ -3332,6 +3389,7 @@ static Suite *ops_suite(void)
 	tcase_add_test(files, test_openat2);
 	tcase_add_test(files, test_close);
 	tcase_add_test(files, test_statx);
+	tcase_add_test(files, test_statx_walk);
 	tcase_add_test(files, test_writev2_flags);
 	tcase_add_test(files, test_readv2_flags);
 	tcase_add_test(files, test_rwf_direct);
