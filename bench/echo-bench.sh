@@ -1,7 +1,9 @@
 #!/bin/bash
 # The echo server benchmark (bench/README.md, "Echo server"): afio-echo on
-# every backend and mode, and the plain epoll echo server, against the same
-# load generator, at several connection counts.
+# every backend and mode, the plain epoll echo server, and the same pattern
+# straight on liburing (uring-raw, and uring-multishot with one multishot
+# receive per connection: what io_uring gives with no library), against the
+# same load generator, at several connection counts.
 #
 #   bench/echo-bench.sh [--build DIR] [--conns "1 2 100 1000 2000 5000"]
 #                       [--rows "io_uring/inline ... epoll"] [--repeat N]
@@ -28,7 +30,7 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$src/build
 conns="1 2 100 1000 2000 5000"
-rows="io_uring/inline io_uring/async io_uring/hybrid libaio/inline libaio/async libaio/hybrid threads/inline threads/async threads/hybrid epoll"
+rows="io_uring/inline io_uring/async io_uring/hybrid libaio/inline libaio/async libaio/hybrid threads/inline threads/async threads/hybrid epoll uring-raw uring-multishot"
 repeat=3
 warmup=1
 duration=2
@@ -60,9 +62,14 @@ mkdir -p "$out"
 echo_bin=$build/examples/afio-echo
 epoll_bin=$build/bench/epoll-echo-server
 client=$build/bench/echo-bench
+uring_bin=$build/bench/uring-echo-server
 for f in "$echo_bin" "$epoll_bin" "$client"; do
 	[ -x "$f" ] || { echo "echo-bench.sh: $f missing; build first (ninja -C $build)" >&2; exit 2; }
 done
+# Built only where liburing is.
+if [ ! -x "$uring_bin" ]; then
+	rows=$(echo $rows | tr ' ' '\n' | grep -v '^uring-' | tr '\n' ' ')
+fi
 
 csv=$out/echo-bench.csv
 tmp=$(mktemp -d)
@@ -101,6 +108,10 @@ run_cell() {
 	[ "$quiet_wait" -gt 0 ] && wait_quiet
 	if [ "$row" = epoll ]; then
 		nice -n "$nice" taskset -c 0 "$epoll_bin" --port 0 >"$tmp/out" 2>"$tmp/err" &
+	elif [ "${row#uring-}" != "$row" ]; then
+		server=$row
+		nice -n "$nice" taskset -c 0 "$uring_bin" --port 0 \
+			$([ "$row" = uring-multishot ] && echo --multishot) >"$tmp/out" 2>"$tmp/err" &
 	else
 		server=afio-echo backend=${row%/*} mode=${row#*/}
 		nice -n "$nice" taskset -c 0 "$echo_bin" --port 0 --backend "$backend" --mode "$mode" \
@@ -168,7 +179,7 @@ src, dst, plot, conns, rows = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 runs = {}
 notes = {}
 for r in csv.DictReader(open(src)):
-    row = "epoll" if r["server"] == "epoll" else r["backend"] + "/" + r["mode"]
+    row = r["server"] if r["server"] != "afio-echo" else r["backend"] + "/" + r["mode"]
     key = (row, r["conns"])
     if r["status"] == "ok" and r["req_s"]:
         runs.setdefault(key, {})[r["repeat"]] = (float(r["req_s"]), float(r["cpu_us_per_req"]),
