@@ -139,7 +139,15 @@ run_cell() {
 		status="failed: $(head -1 "$tmp/cerr" | tr ',' ';')"
 	fi
 	kill -TERM $pid 2>/dev/null || true
-	wait $pid || status="$status; server exit $?"
+	for _ in $(seq 100); do
+		kill -0 $pid 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 $pid 2>/dev/null; then
+		kill -KILL $pid
+		status="$status; server still running 10 s after SIGTERM"
+	fi
+	wait $pid || status="$status; server exit $?: $(grep -v ': backend ' "$tmp/err" | head -1 | tr ',' ';')"
 	echo "$server,$backend,$mode,$n,$rep,$(field req_s "$line"),$(field cpu_us_per_req "$line"),$(field server_cpu_pct "$line"),$(field client_cpu_pct "$line"),$(field others_cpu_pct "$line"),$(field steal_pct "$line"),$busy,$status" >> "$csv"
 	printf '  %-16s %5s conns: %8s req/s  %6s us/req  server %5s%%  client %5s%%  others %5s%%\n' \
 		"$row" "$n" "$(field req_s "$line")" "$(field cpu_us_per_req "$line")" \

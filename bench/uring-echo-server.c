@@ -40,6 +40,7 @@
 enum tag { T_ACCEPT = 1, T_SIGNAL, T_RECV, T_SEND, T_TAG_MASK = 7 };
 
 struct conn {
+	struct conn *prev, *next;	/* every open connection, for the exit */
 	int fd;
 	unsigned inflight;	/* requests whose CQE is still to come */
 	bool closing;
@@ -60,6 +61,7 @@ static bool multishot;
 static struct io_uring_buf_ring *bufring;
 static char *bufs;
 static struct conn *starved;	/* multishot receives that found no buffer */
+static struct conn open_conns = { .prev = &open_conns, .next = &open_conns };
 
 static struct io_uring_sqe *sqe(void)
 {
@@ -88,8 +90,24 @@ static void conn_close(struct conn *c)
 	}
 	if (c->inflight)
 		return;
+	c->prev->next = c->next;
+	c->next->prev = c->prev;
 	close(c->fd);
 	free(c);
+}
+
+/* After the ring is gone, and with it every request that pointed here. */
+static void free_all(void)
+{
+	while (open_conns.next != &open_conns) {
+		struct conn *c = open_conns.next;
+
+		c->inflight = 0;
+		c->closing = true;
+		conn_close(c);
+	}
+	free(bufring);
+	free(bufs);
 }
 
 static void post_recv(struct conn *c)
@@ -227,6 +245,10 @@ static void on_accept(int res)
 	}
 	c->fd = res;
 	c->bid = -1;
+	c->next = &open_conns;
+	c->prev = open_conns.prev;
+	open_conns.prev->next = c;
+	open_conns.prev = c;
 	post_recv(c);
 }
 
@@ -395,5 +417,7 @@ int main(int argc, char **argv)
 		}
 		io_uring_cq_advance(&ring, n);
 	}
+	io_uring_queue_exit(&ring);
+	free_all();
 	return 0;
 }
