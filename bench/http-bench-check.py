@@ -20,12 +20,12 @@ RUN_COLUMNS = ["size", "bytes", "conns", "server", "backend", "mode", "variant",
                "repeat", "requests", "resp_bytes", "duration_s", "req_s", "mb_s", "errors",
                "non_2xx", "lat_p50_us", "lat_p99_us", "server_cpu_s", "server_cpu_util",
                "cpu_us_per_req", "client_cpu_s", "others_cpu_util", "client_others_cpu_util", "fallbacks",
-               "note"]
+               "path_ops", "note"]
 SUMMARY_COLUMNS = ["size", "bytes", "conns", "config", "server", "backend", "mode",
                    "variant", "direct", "runs", "req_s", "mb_s", "cpu_us_per_req",
                    "server_cpu_util", "client_cpu_util", "others_cpu_util",
                    "client_others_cpu_util", "lat_p50_us", "lat_p99_us",
-                   "errors", "non_2xx", "fallbacks", "nginx_best", "ratio_to_nginx_best"]
+                   "errors", "non_2xx", "fallbacks", "path_ops", "nginx_best", "ratio_to_nginx_best"]
 VARIANTS = ["sendfile", "plain", "aio"]
 
 

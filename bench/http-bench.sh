@@ -490,7 +490,7 @@ run_wrk() {
 
 # --- one cell -----------------------------------------------------------------
 
-csv_header="size,bytes,conns,server,backend,mode,variant,direct,repeat,requests,resp_bytes,duration_s,req_s,mb_s,errors,non_2xx,lat_p50_us,lat_p99_us,server_cpu_s,server_cpu_util,cpu_us_per_req,client_cpu_s,others_cpu_util,client_others_cpu_util,fallbacks,note"
+csv_header="size,bytes,conns,server,backend,mode,variant,direct,repeat,requests,resp_bytes,duration_s,req_s,mb_s,errors,non_2xx,lat_p50_us,lat_p99_us,server_cpu_s,server_cpu_util,cpu_us_per_req,client_cpu_s,others_cpu_util,client_others_cpu_util,fallbacks,path_ops,note"
 skipped=" "
 
 csv_row() {
@@ -504,10 +504,17 @@ csv_quote() {
 	printf '"%s"' "${1//$q/$q$q}"
 }
 
+# The sum over afio-httpd's workers of "NAME=N" in its stats lines, or
+# nothing when it printed none.
+stat_sum() {
+	grep -o "[ ]$1=[0-9]*" "$2" 2>/dev/null |
+		awk -F= '{ n += $2; seen = 1 } END { if (seen) print n }' || true
+}
+
 # run_cell SIZE CONNS REPEAT CONFIG; CONFIG is nginx:VARIANT or BACKEND:MODE.
 run_cell() {
 	local s=$1 c=$2 r=$3 cfg=$4 kind=${4%%:*} what=${4#*:}
-	local backend="" mode="" variant="" server log pids t0 t1 b0 b1 cb0 cb1 c0 c1 res fb note died
+	local backend="" mode="" variant="" server log pids t0 t1 b0 b1 cb0 cb1 c0 c1 res fb po note died
 	if [ "$kind" = nginx ]; then
 		server=nginx variant=$what
 	else
@@ -526,7 +533,7 @@ run_cell() {
 		start_httpd "$backend" "$mode" || {
 			echo "  afio-httpd $backend/$mode skipped: $server_note" >&2
 			skipped="$skipped$cfg "
-			csv_row "$s,$(size_bytes "$s"),$c,$server,$backend,$mode,,$direct,$r,,,,,,,,,,,,,,,,,$(csv_quote "did not start: $server_note")"
+			csv_row "$s,$(size_bytes "$s"),$c,$server,$backend,$mode,,$direct,$r,,,,,,,,,,,,,,,,,,$(csv_quote "did not start: $server_note")"
 			return 0
 		}
 		log=$dir/httpd.$backend.$mode.err
@@ -556,27 +563,28 @@ run_cell() {
 	if [ -z "$res" ]; then
 		note="${note:+$note; }wrk: $(grep -v '^wrk-result' "$dir/wrk.out" | head -n 1)"
 		echo "  $cfg: $note" >&2
-		csv_row "$s,$(size_bytes "$s"),$c,$server,$backend,$mode,$variant,$direct,$r,,,,,,,,,,,,,,,,,$(csv_quote "$note")"
+		csv_row "$s,$(size_bytes "$s"),$c,$server,$backend,$mode,$variant,$direct,$r,,,,,,,,,,,,,,,,,,$(csv_quote "$note")"
 		return 0
 	fi
 	[ -z "$note" ] || echo "  $cfg: $note" >&2
-	# afio-httpd prints "fallbacks=N" per worker at exit; older ones nothing.
-	fb=$(grep -o 'fallbacks=[0-9]*' "$log" 2>/dev/null |
-		awk -F= '{ n += $2; seen = 1 } END { if (seen) print n }' || true)
+	# afio-httpd prints "fallbacks=N" per worker at exit, and "path_ops=N",
+	# its opens and stats (on libaio always the pool's); older ones nothing.
+	fb=$(stat_sum fallbacks "$log")
+	po=$(stat_sum path_ops "$log")
 	csv_row "$(echo "$res" | awk -v pre="$s,$(size_bytes "$s"),$c,$server,$backend,$mode,$variant,$direct,$r" \
 		-v ticks=$((t1 - t0)) -v others=$((b1 - b0 - (t1 - t0))) -v cbusy=$((cb1 - cb0)) -v hz="$(getconf CLK_TCK)" -v ccpu="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" \
-		-v fb="$fb" -v note="$(csv_quote "$note")" '{
+		-v fb="$fb" -v po="$po" -v note="$(csv_quote "$note")" '{
 		for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 		secs = v["duration_us"] / 1e6
 		cpu = ticks / hz
 		errs = v["connect"] + v["read"] + v["write"] + v["timeout"]
 		# %.0f, not %d: mawk stops %d at 2^31 - 1.
 		cothers = cbusy / hz - ccpu
-		printf "%s,%.0f,%.0f,%.3f,%.1f,%.2f,%.0f,%.0f,%.0f,%.0f,%.3f,%.3f,%.2f,%.3f,%.3f,%.3f,%s,%s\n", pre,
+		printf "%s,%.0f,%.0f,%.3f,%.1f,%.2f,%.0f,%.0f,%.0f,%.0f,%.3f,%.3f,%.2f,%.3f,%.3f,%.3f,%s,%s,%s\n", pre,
 			v["requests"], v["bytes"], secs, v["requests"] / secs, v["bytes"] / secs / 1e6,
 			errs, v["status"], v["p50_us"], v["p99_us"], cpu, cpu / secs,
 			v["requests"] ? cpu * 1e6 / v["requests"] : 0, ccpu,
-			(others > 0 ? others : 0) / hz / secs, (cothers > 0 ? cothers : 0) / secs, fb, note }')"
+			(others > 0 ? others : 0) / hz / secs, (cothers > 0 ? cothers : 0) / secs, fb, po, note }')"
 	tail -n 1 "$csv" | awk -F, -v cfg="$cfg" '{
 		printf "  %-6s c%-4s %-18s %10.0f req/s %9.1f MB/s  cpu %.2f  %s errors\n",
 			$1, $3, cfg, $13, $14, $20, $15 + $16 }'

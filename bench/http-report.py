@@ -16,7 +16,7 @@ SUMMARY_FIELDS = ["size", "bytes", "conns", "config", "server", "backend", "mode
                   "variant", "direct", "runs", "req_s", "mb_s", "cpu_us_per_req",
                   "server_cpu_util", "client_cpu_util", "others_cpu_util",
                   "client_others_cpu_util", "lat_p50_us", "lat_p99_us",
-                  "errors", "non_2xx", "fallbacks", "nginx_best", "ratio_to_nginx_best"]
+                  "errors", "non_2xx", "fallbacks", "path_ops", "nginx_best", "ratio_to_nginx_best"]
 
 
 def config_of(row):
@@ -72,6 +72,8 @@ def summarize(rows):
         s["non_2xx"] = sum(int(num(r["non_2xx"]) or 0) for r in runs)
         fbs = [int(num(r["fallbacks"])) for r in runs if num(r["fallbacks"]) is not None]
         s["fallbacks"] = max(fbs) if fbs else ""
+        pos = [int(num(r.get("path_ops"))) for r in runs if num(r.get("path_ops")) is not None]
+        s["path_ops"] = max(pos) if pos else ""
         out.append(s)
     cells = sorted({(s["bytes"], s["size"], s["conns"]) for s in out})
     for _, size, conns in cells:
@@ -106,6 +108,16 @@ def print_notes(summary):
         print("%s (%s): %s" % (config, ", ".join(where), note))
 
 
+def pool_note(s):
+    """What went to the thread pool: libaio's fallbacks, and how many of the
+    server's requests were opens and stats, which Linux AIO cannot do."""
+    if s["fallbacks"] == "":
+        return ""
+    if s["path_ops"] == "" or not s["fallbacks"]:
+        return ", fallbacks %s" % s["fallbacks"]
+    return ", fallbacks %s (opens+stats %s)" % (s["fallbacks"], s["path_ops"])
+
+
 def print_tables(summary, cells, direct):
     unit = "GB/s" if direct else "MB/s"
     scale = 1000.0 if direct else 1.0
@@ -133,8 +145,7 @@ def print_tables(summary, cells, direct):
                 fmt(s["cpu_us_per_req"], "%.1f"), fmt(s["server_cpu_util"], "%.2f"),
                 fmt(s["ratio_to_nginx_best"], "%.2f"), best,
                 fmt(s["lat_p50_us"], "%.0f"), fmt(s["lat_p99_us"], "%.0f"),
-                fmt(s["client_cpu_util"], "%.2f"), others(s), "%d%s" % (bad, "" if s["fallbacks"] == "" else
-                          ", fallbacks %s" % s["fallbacks"])))
+                fmt(s["client_cpu_util"], "%.2f"), others(s), "%d%s" % (bad, pool_note(s))))
     print_notes(summary)
     ours = [s for s in summary if s["server"] != "nginx" and s["runs"]]
     backends = []

@@ -6,7 +6,9 @@
  * Each of --workers threads has its own context, its own SO_REUSEPORT
  * listener, connections, buffers and open-file cache, and shares nothing
  * with the others: the kernel spreads the connections.  A thread's loop is
- * afio_poll() alone; a periodic afio_timeout() drives the timeouts, and
+ * afio_poll() alone, whose timeout wakes it for the tick that drives the
+ * timeouts (no timer request: on libaio that would be one more request
+ * for the thread pool each tick, Linux AIO having no timer); and
  * the main thread, which waits for SIGINT/SIGTERM, stops the workers with
  * a byte on a socket each keeps a receive on.  On a stop the listener is
  * no longer accepted from, idle connections close, the others close after
@@ -267,8 +269,6 @@ void worker_conn_closed(struct worker *w, struct conn *c)
 
 /* ---- ticks and stopping ---- */
 
-static void on_tick(void *data, ssize_t res);
-
 static uint64_t tick_ns(const struct worker *w)
 {
 	uint64_t ns = w->timers[0].duration_ns / 4;
@@ -276,21 +276,22 @@ static uint64_t tick_ns(const struct worker *w)
 	return ns < NS ? ns : NS;
 }
 
-static void arm_tick(struct worker *w)
+/* afio_poll()'s timeout: the time to the next tick, rounded up, from the
+   clock tick() has just read. */
+static int ms_to_tick(const struct worker *w)
 {
-	if (afio_timeout(w->ctx, tick_ns(w), on_tick, &w->tick_tag))
-		return;
-	w->tick_pending = true;
-	w->st.ticks++;
+	if (w->now >= w->next_tick)
+		return 0;
+	return (int)((w->next_tick - w->now + 999999) / 1000000);
 }
 
-static void on_tick(void *data, ssize_t res)
+static void tick(struct worker *w)
 {
-	struct worker *w = container_of(data, struct worker, tick_tag);
-
-	(void)res;
-	w->tick_pending = false;
 	worker_read_clock(w);
+	if (w->now < w->next_tick)
+		return;
+	w->next_tick = w->now + tick_ns(w);
+	w->st.ticks++;
 	expire(w);
 	cache_expire(&w->cache);
 	/* The pool may have taken the descriptor the spare gave back. */
@@ -300,8 +301,6 @@ static void on_tick(void *data, ssize_t res)
 		w->accept_paused = false;
 		arm_accepts(w);
 	}
-	if (!w->stopping || w->open_conns)
-		arm_tick(w);
 }
 
 static void begin_stop(struct worker *w)
@@ -327,10 +326,7 @@ static bool worker_done(struct worker *w)
 {
 	if (!w->stopping)
 		return false;
-	if (!w->open_conns && w->tick_pending)
-		afio_cancel(w->ctx, &w->tick_tag);
-	return !w->open_conns && !w->accepts && !w->tick_pending && !w->wake_pending &&
-	       !w->cache.in_flight;
+	return !w->open_conns && !w->accepts && !w->wake_pending && !w->cache.in_flight;
 }
 
 static void *worker_main(void *arg)
@@ -339,19 +335,22 @@ static void *worker_main(void *arg)
 	int ret;
 
 	worker_read_clock(w);
-	arm_tick(w);
+	w->next_tick = w->now + tick_ns(w);
 	if (!afio_recv(w->ctx, w->wake_fd, &w->wake_byte, 1, 0, on_wake, &w->wake_byte))
 		w->wake_pending = true;
 	arm_accepts(w);
-	if (!w->tick_pending || !w->wake_pending || !w->accepts) {
+	if (!w->wake_pending || !w->accepts) {
 		fprintf(stderr, "afio-httpd: worker %u: cannot queue its first requests\n", w->id);
 		w->failed = true;
 		kill(getpid(), SIGTERM);
 		begin_stop(w);
 	}
 	while (!worker_done(w)) {
+		int wait_ms = ms_to_tick(w);
+
 		w->clock_stale = true;
-		ret = afio_poll(w->ctx, 1, -1);
+		ret = afio_poll(w->ctx, 1, wait_ms);
+		tick(w);
 		if (ret < 0) {
 			fprintf(stderr, "afio-httpd: worker %u: afio_poll: %s\n", w->id,
 				strerror(-ret));
@@ -397,7 +396,7 @@ static int open_listener(const struct httpd_opts *o, unsigned port, bool reusepo
 
 static void size_context(struct afio_config *cfg, const struct httpd_opts *o)
 {
-	/* A read and a send per connection, the accepts, a tick and a wake. */
+	/* A read and a send per connection, the accepts and a wake. */
 	cfg->entries = 2 * o->max_conn + OWN_WAITS;
 	/* ASYNC on the pool holds a worker in every waiting receive. */
 	if (cfg->mode == AFIO_MODE_ASYNC)
@@ -481,7 +480,7 @@ static void print_stats(const struct worker *w)
 
 	afio_stats(w->ctx, &st);
 	fprintf(stderr, "afio-httpd: worker %u stats: backend=%s mode=%s requests=%llu "
-		"connections=%llu timeouts=%llu accept_errors=%llu path_timer_ops=%llu "
+		"connections=%llu timeouts=%llu accept_errors=%llu ticks=%llu path_ops=%llu "
 		"submitted=%llu "
 		"completed=%llu in_flight=%llu fallbacks=%llu canceled=%llu nowait=%llu "
 		"cache_hits=%llu cache_misses=%llu cache_revalidations=%llu "
@@ -490,7 +489,7 @@ static void print_stats(const struct worker *w)
 		afio_mode_name(afio_mode(w->ctx)),
 		(unsigned long long)w->st.requests, (unsigned long long)w->st.connections,
 		(unsigned long long)w->st.timeouts, (unsigned long long)w->st.accept_errors,
-		(unsigned long long)(cs->path_ops + w->st.ticks),
+		(unsigned long long)w->st.ticks, (unsigned long long)cs->path_ops,
 		(unsigned long long)st.submitted, (unsigned long long)st.completed,
 		(unsigned long long)st.in_flight, (unsigned long long)st.fallbacks,
 		(unsigned long long)st.canceled, (unsigned long long)st.nowait,

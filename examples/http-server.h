@@ -135,9 +135,9 @@ struct worker {
 	bool stopping;
 	bool failed;
 	bool accept_paused;		/* out of descriptors: wait for a tick */
-	bool tick_pending, wake_pending;
+	bool wake_pending;
 	unsigned accepts;		/* in flight */
-	char accept_tag, tick_tag;	/* their afio data pointers, for afio_cancel() */
+	char accept_tag;		/* its afio data pointer, for afio_cancel() */
 
 	struct conn *conns;
 	struct conn *free_conns;
@@ -152,6 +152,7 @@ struct worker {
 	uint64_t sendfile_min;		/* bodies this long go by sendfile */
 	bool clock_stale;		/* a wait may have passed since now was read */
 	uint64_t now;			/* CLOCK_MONOTONIC, ns */
+	uint64_t next_tick;		/* when timeouts are looked at next */
 	int64_t wall;			/* seconds since 1970 */
 	char date[HTTP_DATE_LEN + 1];
 

@@ -448,8 +448,8 @@ START_TEST(httpd_serves_file_intact)
 END_TEST
 
 /* --direct: O_DIRECT reads, aligned and trimmed, give the same bytes; on
-   libaio no read goes to the pool (what does are the opens, stats and
-   the timer, which Linux AIO cannot do). */
+   libaio no read goes to the pool: what does is exactly the open-file
+   cache's opens and stats, for which Linux AIO has no command. */
 START_TEST(httpd_direct_serves_file_intact)
 {
 	const char *const extra[] = { "--root", root_dir, "--direct", NULL };
@@ -471,7 +471,7 @@ START_TEST(httpd_direct_serves_file_intact)
 	stop_server(&s);
 	/* (ASYNC sends the sockets there too.) */
 	if (targets[_i].backend == AFIO_BACKEND_LIBAIO && targets[_i].mode != AFIO_MODE_ASYNC)
-		ck_assert_uint_le(stat_of(&s, "fallbacks"), stat_of(&s, "path_timer_ops"));
+		ck_assert_uint_eq(stat_of(&s, "fallbacks"), stat_of(&s, "path_ops"));
 	free(want);
 	free(small);
 }
@@ -903,15 +903,14 @@ START_TEST(httpd_survives_fd_exhaustion)
 	/* ASYNC on the pool: a descriptor for each pool worker, as many
 	   workers as connections, so fewer connections and more room. */
 	bool pool = pool_waits_per_socket(&targets[_i]);
-	const char *const extra[] = { "--root", root_dir, "--max-conn", pool ? "60" : "1000", NULL };
+	/* No idle connection times out while the test runs: a client left
+	   unanswered must show as a hang, not be rescued by the timeout
+	   (on threads, idle receives holding every pool worker once did). */
+	const char *const extra[] = { "--root", root_dir, "--max-conn", pool ? "60" : "1000",
+				      "--timeout", "600", NULL };
 	int fds[N];
 	struct server s;
 
-	/* Known: on the thread pool in INLINE and HYBRID one client of the
-	   150 is sometimes neither answered nor closed for a minute (not
-	   found yet; the server does not spin and serves again later). */
-	if (targets[_i].backend == AFIO_BACKEND_THREADS && !pool)
-		return;
 	start_with_limit(&s, _i, pool ? 120 : 48, extra);
 	for (int i = 0; i < N; i++)
 		fds[i] = connect_to(s.port);
@@ -1023,6 +1022,7 @@ static void find_targets(void)
 	static const enum afio_mode modes[] = {
 		AFIO_MODE_INLINE, AFIO_MODE_ASYNC, AFIO_MODE_HYBRID,
 	};
+	const char *only = getenv("HTTPD_TARGET");
 	char reason[256];
 
 	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++) {
@@ -1031,17 +1031,20 @@ static void find_targets(void)
 			continue;
 		}
 		for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
-			struct target *t = &targets[ntargets++];
+			struct target *t = &targets[ntargets];
 
 			t->backend = backends[b];
 			t->mode = modes[m];
 			snprintf(t->name, sizeof(t->name), "%s/%s",
 				 afio_backend_name(t->backend), afio_mode_name(t->mode));
+			if (!only || !strcmp(only, t->name))
+				ntargets++;
 		}
 	}
 }
 
-/* HTTPD_TEST=name runs that test alone (for debugging). */
+/* HTTPD_TEST=name runs that test alone, HTTPD_TARGET=backend/mode on that
+   target alone (for debugging). */
 #define add_test(tc, t) do {						\
 	const char *only = getenv("HTTPD_TEST");			\
 									\
