@@ -353,17 +353,18 @@ static bool start_read(struct conn *c, struct out *o)
 	uint64_t off = c->read_off, want = c->body_end - off;
 	size_t skip = 0, len;
 	uint32_t align = e->dio.offset;
+	size_t chunk = c->w->opts->read_size;
 
-	if (want > CHUNK)
-		want = CHUNK;
+	if (want > chunk)
+		want = chunk;
 	len = (size_t)want;
 	if (c->w->opts->direct && !e->no_direct && align > 1) {
 		/* Whole blocks: from the block the range starts in, to the end
 		   of the block it ends in (past the end of file the read is
 		   short, and what it brought is trimmed below). */
 		skip = (size_t)(off % align);
-		if (want > CHUNK - skip)
-			want = CHUNK - skip;
+		if (want > chunk - skip)
+			want = chunk - skip;
 		len = (skip + (size_t)want + align - 1) / align * align;
 	}
 	o->skip = skip;

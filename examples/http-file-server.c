@@ -127,7 +127,7 @@ void *pool_take(struct buf_pool *p)
 	}
 	if (p->total == p->max)
 		return NULL;
-	buf = aligned_alloc(BUF_ALIGN, BUF_SIZE);
+	buf = aligned_alloc(BUF_ALIGN, p->buf_size);
 	if (buf)
 		p->total++;
 	return buf;
@@ -442,7 +442,8 @@ static int worker_init(struct worker *w, const struct httpd_opts *o, int root_fd
 	w->timers[0].duration_ns = (uint64_t)o->timeout_s * NS;
 	w->timers[1].duration_ns = w->timers[0].duration_ns < LINGER_NS ?
 				   w->timers[0].duration_ns : LINGER_NS;
-	w->pool.max = POOL_BYTES / BUF_SIZE;
+	w->pool.buf_size = HEAD_ROOM + o->read_size;
+	w->pool.max = POOL_BYTES / w->pool.buf_size;
 	w->sendfile_min = sendfile_min();
 	/* Untouched until used: idle slots cost no memory. */
 	w->conns = calloc(o->max_conn, sizeof(*w->conns));
@@ -529,11 +530,13 @@ static void usage(FILE *f)
 		"  --max-conn N     connections per worker (default %u)\n"
 		"  --timeout S      seconds for a request head, an idle keep-alive\n"
 		"                   connection or a send that makes no progress (default %u)\n"
+		"  --read-size B    file bytes per read, a multiple of 4096 up to 4 MiB\n"
+		"                   (default %u); each response reading holds two such buffers\n"
 		"The first line of output is \"listening on ADDR:PORT\"; SIGINT or SIGTERM\n"
 		"stops the server after the responses under way, and each worker prints\n"
 		"its statistics (stats.fallbacks and the rest) to stderr.  Without --direct,\n"
 		"bodies of AFIO_HTTPD_SENDFILE_MIN bytes (default %u) or more go by sendfile.\n",
-		DEFAULT_PORT, DEFAULT_MAX_CONN, DEFAULT_TIMEOUT, SENDFILE_MIN);
+		DEFAULT_PORT, DEFAULT_MAX_CONN, DEFAULT_TIMEOUT, DEFAULT_READ_SIZE, SENDFILE_MIN);
 }
 
 static int parse_option(struct httpd_opts *o, int opt, const char *arg)
@@ -567,6 +570,15 @@ static int parse_option(struct httpd_opts *o, int opt, const char *arg)
 		return parse_count("max-conn", arg, 1, 1000000, &o->max_conn);
 	case 't':
 		return parse_count("timeout", arg, 1, 86400, &o->timeout_s);
+	case 's':
+		if (parse_count("read-size", arg, BUF_ALIGN, MAX_READ_SIZE, &o->read_size))
+			return -EINVAL;
+		if (o->read_size % BUF_ALIGN) {
+			fprintf(stderr, "afio-httpd: --read-size: %u is not a multiple of %u\n",
+				o->read_size, BUF_ALIGN);
+			return -EINVAL;
+		}
+		return 0;
 	default:
 		return -EINVAL;
 	}
@@ -587,6 +599,7 @@ static void parse_args(int argc, char **argv, struct httpd_opts *o)
 		{ "workers", required_argument, NULL, 'w' },
 		{ "max-conn", required_argument, NULL, 'c' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "read-size", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -599,6 +612,7 @@ static void parse_args(int argc, char **argv, struct httpd_opts *o)
 	o->workers = 1;
 	o->max_conn = DEFAULT_MAX_CONN;
 	o->timeout_s = DEFAULT_TIMEOUT;
+	o->read_size = DEFAULT_READ_SIZE;
 	afio_config_init(&o->afio);
 	while (!ret && (opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (opt == 'h') {

@@ -19,8 +19,8 @@
 #define IN_SIZE		1024		/* each connection's own request buffer */
 #define HEAD_MAX	(16 * 1024)	/* a longer request head: 431 */
 #define HEAD_ROOM	4096		/* before the file data in a buffer: the response head */
-#define CHUNK		(128 * 1024)	/* file bytes per read */
-#define BUF_SIZE	(HEAD_ROOM + CHUNK)
+#define DEFAULT_READ_SIZE (128 * 1024)	/* file bytes per read, --read-size */
+#define MAX_READ_SIZE	(4 * 1024 * 1024)
 #define BUF_ALIGN	4096		/* O_DIRECT: at least what any device asks */
 #define ACCEPTS		8		/* accepts in flight at once */
 
@@ -37,6 +37,7 @@ struct timer_list {
 /* Response buffers: taken while a response is in flight, never freed. */
 struct buf_pool {
 	void *free_bufs;		/* the first word of each links the next */
+	size_t buf_size;		/* HEAD_ROOM + --read-size */
 	unsigned total, max;
 	struct conn *waiters, *waiters_tail;
 };
@@ -115,6 +116,7 @@ struct httpd_opts {
 	unsigned workers;
 	unsigned max_conn;
 	unsigned timeout_s;
+	unsigned read_size;
 };
 
 struct worker_stats {

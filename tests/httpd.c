@@ -453,7 +453,10 @@ END_TEST
 START_TEST(httpd_direct_serves_file_intact)
 {
 	const char *const extra[] = { "--root", root_dir, "--direct", NULL };
+	const char *const small_reads[] = { "--root", root_dir, "--direct", "--read-size", "8192",
+					    NULL };
 	char *want = pattern(FILE_SIZE, 7), *small = pattern(SMALL_SIZE, 8), buf[4096];
+	static char range_buf[32768];
 	struct response r;
 	struct server s;
 
@@ -472,6 +475,17 @@ START_TEST(httpd_direct_serves_file_intact)
 	/* (ASYNC sends the sockets there too.) */
 	if (targets[_i].backend == AFIO_BACKEND_LIBAIO && targets[_i].mode != AFIO_MODE_ASYNC)
 		ck_assert_uint_eq(stat_of(&s, "fallbacks"), stat_of(&s, "path_ops"));
+
+	/* Two blocks a read: a body in many reads, and a range whose first
+	   block starts before it and whose last one ends past it. */
+	start_server(&s, _i, small_reads);
+	check_file(s.port, "/file.bin", want, FILE_SIZE);
+	r = get_with(s.port, "GET", "/file.bin", "Range: bytes=5000-30000\r\n", range_buf,
+		     sizeof(range_buf));
+	ck_assert_int_eq(r.status, 206);
+	ck_assert_int_eq(r.content_length, 25001);
+	ck_assert(!memcmp(r.body, want + 5000, 25001));
+	stop_server(&s);
 	free(want);
 	free(small);
 }
