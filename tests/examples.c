@@ -27,107 +27,22 @@
 #include <unistd.h>
 
 #include "asyncfio.h"
+#include "serverutil.h"
 
-/* How long any one wait may last before the test calls the server hung.
-   A guard against hanging forever, not a measure of speed. */
-#define HANG_GUARD_MS	60000
 #define MIB		(1024 * 1024)
-
-struct target {
-	enum afio_backend backend;
-	enum afio_mode mode;
-	char name[32];
-};
 
 static const char *echo_path;
 static const char *httpd_path;
-static struct target targets[(AFIO_BACKEND_THREADS + 1) * 3];
+static struct target targets[MAX_TARGETS];
 static int ntargets;
 
 /* ---- running a server ---- */
 
-struct server {
-	pid_t pid;
-	int pidfd;
-	int out_fd;		/* its stdout */
-	unsigned port;
-	const struct target *target;
-};
-
-/* How to run a server besides its backend and mode. */
-struct launch {
-	const char *const *args;	/* more options, NULL-terminated; may be NULL */
-	int err_fd;			/* its stderr, or -1 for ours */
-	rlim_t nofile;			/* RLIMIT_NOFILE, soft and hard; 0: ours */
-};
-
-static void exec_server(const char *path, const struct target *t, const struct launch *how,
-			int out_fd)
-{
-	const char *argv[32] = {
-		path, "--port", "0", "--backend", afio_backend_name(t->backend),
-		"--mode", afio_mode_name(t->mode),
-	};
-	size_t n = 7;
-
-	for (size_t i = 0; how->args && how->args[i] && n < 31; i++)
-		argv[n++] = how->args[i];
-	argv[n] = NULL;
-	/* The options must decide, not whatever the caller's environment says. */
-	unsetenv("AFIO_BACKEND");
-	unsetenv("AFIO_MODE");
-	dup2(out_fd, STDOUT_FILENO);
-	if (how->err_fd >= 0)
-		dup2(how->err_fd, STDERR_FILENO);
-	if (how->nofile) {
-		struct rlimit rl = { how->nofile, how->nofile };
-
-		/* Soft and hard: the server raises its soft limit to the hard one. */
-		if (setrlimit(RLIMIT_NOFILE, &rl))
-			_exit(126);
-	}
-	execv(path, (char **)argv);
-	_exit(127);
-}
-
-/* Reads the first line of the server's stdout: "listening on ADDR:PORT". */
-static unsigned read_port(struct server *s)
-{
-	struct pollfd pfd = { .fd = s->out_fd, .events = POLLIN };
-	char line[128];
-	unsigned port = 0;
-	size_t n = 0;
-
-	while (n < sizeof(line) - 1) {
-		ck_assert_msg(poll(&pfd, 1, HANG_GUARD_MS) == 1,
-			      "%s: no port announced", s->target->name);
-		if (read(s->out_fd, &line[n], 1) != 1 || line[n] == '\n')
-			break;
-		n++;
-	}
-	line[n] = '\0';
-	ck_assert_msg(sscanf(line, "listening on 127.0.0.1:%u", &port) == 1 && port,
-		      "%s: first line \"%s\"", s->target->name, line);
-	return port;
-}
-
-/* Starts it and reads the port it announces. */
 static void launch_server(struct server *s, const char *path, const struct target *t,
-			  const struct launch *how)
+			  struct launch *how)
 {
-	int pipefd[2];
-
-	ck_assert_int_eq(pipe2(pipefd, O_CLOEXEC), 0);
-	s->target = t;
-	s->pid = fork();
-	ck_assert_int_ge(s->pid, 0);
-	if (!s->pid)
-		exec_server(path, t, how, pipefd[1]);
-	close(pipefd[1]);
-	s->out_fd = pipefd[0];
-	s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
-	ck_assert_int_ge(s->pidfd, 0);
-	s->port = read_port(s);
+	how->path = path;
+	server_start(s, t, how);
 }
 
 /* opt and val: one more option for the server, or NULL. */
@@ -143,60 +58,13 @@ static void start_server(struct server *s, const char *path, const struct target
 /* SIGTERM, then the exit status must be a clean 0. */
 static void stop_server(struct server *s)
 {
-	struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
-	int status = 0;
+	int status = server_stop(s);
 
-	ck_assert_int_eq(kill(s->pid, SIGTERM), 0);
-	if (poll(&pfd, 1, HANG_GUARD_MS) != 1)
-		kill(s->pid, SIGKILL);
-	ck_assert_int_eq(waitpid(s->pid, &status, 0), s->pid);
-	close(s->pidfd);
-	close(s->out_fd);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		      "%s: server ended with status 0x%x", s->target->name, status);
 }
 
 /* ---- client side ---- */
-
-/* rcvbuf: SO_RCVBUF, set before the window is agreed on; 0 for the default. */
-static int connect_with(unsigned port, int rcvbuf)
-{
-	struct sockaddr_in sin = {
-		.sin_family = AF_INET,
-		.sin_port = htons(port),
-		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-	};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	ck_assert_int_ge(fd, 0);
-	if (rcvbuf)
-		ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
-					    sizeof(rcvbuf)), 0);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	return fd;
-}
-
-static int connect_to(unsigned port)
-{
-	return connect_with(port, 0);
-}
-
-static void wait_for(int fd, short events)
-{
-	struct pollfd pfd = { .fd = fd, .events = events };
-
-	ck_assert_msg(poll(&pfd, 1, HANG_GUARD_MS) == 1, "peer hung");
-}
-
-static void send_all(int fd, const void *buf, size_t len)
-{
-	for (size_t off = 0; off < len;) {
-		ssize_t n = send(fd, (const char *)buf + off, len - off, MSG_NOSIGNAL);
-
-		ck_assert_int_gt(n, 0);
-		off += (size_t)n;
-	}
-}
 
 /* Reads until the peer closes; returns the length (at most cap). */
 static size_t recv_to_eof(int fd, char *buf, size_t cap)
@@ -211,19 +79,6 @@ static size_t recv_to_eof(int fd, char *buf, size_t cap)
 		len += (size_t)n;
 	} while (n > 0 && len < cap);
 	return len;
-}
-
-/* Bytes that differ from one size to the next, so a mix-up shows. */
-static char *pattern(size_t len, unsigned seed)
-{
-	char *buf = malloc(len ? len : 1);
-
-	ck_assert_ptr_nonnull(buf);
-	for (size_t i = 0; i < len; i++) {
-		seed = seed * 1103515245u + 12345u;
-		buf[i] = (char)(seed >> 16);
-	}
-	return buf;
 }
 
 /* ---- echo ---- */
@@ -447,7 +302,7 @@ static int run_to_exit(const struct target *t, const char *const *args, char *er
 {
 	int out[2], errp[2], status = 0, pidfd;
 	struct pollfd pfd;
-	struct launch how = { .args = args };
+	struct launch how = { .path = echo_path, .args = args };
 	size_t len = 0;
 	ssize_t n;
 	pid_t pid;
@@ -458,7 +313,7 @@ static int run_to_exit(const struct target *t, const char *const *args, char *er
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (!pid)
-		exec_server(echo_path, t, &how, out[1]);
+		server_exec(t, &how, out[1]);
 	close(out[1]);
 	close(errp[1]);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -610,7 +465,7 @@ START_TEST(echo_survives_descriptor_exhaustion)
 	const struct target *t = &targets[_i];
 	/* A pool with a worker per connection needs a descriptor for each. */
 	const char *args[] = { "--max-conn", pool_waits_per_socket(t) ? "40" : "200", NULL };
-	struct launch how = { .args = args, .nofile = LOW_NOFILE };
+	struct launch how = { .args = args, .err_fd = -1, .nofile = LOW_NOFILE };
 	unsigned served = 0, refused = 0, waiting = 0, lines;
 	int held[TRY_CONNS], later[BURST + 1], errp[2], fd, tries = 0;
 	unsigned long long before, after;
@@ -683,32 +538,6 @@ static void raise_nofile(void)
 	}
 }
 
-static void find_targets(void)
-{
-	static const enum afio_backend backends[] = {
-		AFIO_BACKEND_IO_URING, AFIO_BACKEND_LIBAIO, AFIO_BACKEND_THREADS,
-	};
-	static const enum afio_mode modes[] = {
-		AFIO_MODE_INLINE, AFIO_MODE_ASYNC, AFIO_MODE_HYBRID,
-	};
-	char reason[256];
-
-	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++) {
-		if (afio_probe(backends[b], reason, sizeof(reason))) {
-			printf("skipping %s: %s\n", afio_backend_name(backends[b]), reason);
-			continue;
-		}
-		for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
-			struct target *t = &targets[ntargets++];
-
-			t->backend = backends[b];
-			t->mode = modes[m];
-			snprintf(t->name, sizeof(t->name), "%s/%s",
-				 afio_backend_name(t->backend), afio_mode_name(t->mode));
-		}
-	}
-}
-
 static Suite *examples_suite(void)
 {
 	Suite *s = suite_create("examples");
@@ -739,7 +568,7 @@ int main(int argc, char **argv)
 	echo_path = argv[1];
 	httpd_path = argv[2];
 	raise_nofile();
-	find_targets();
+	ntargets = find_targets(targets, NULL);
 	sr = srunner_create(examples_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

@@ -28,79 +28,13 @@
 #include <unistd.h>
 
 #include "asyncfio.h"
-
-/* How long any one wait may last before the test calls the server hung.
-   A guard against hanging forever, not a measure of speed. */
-#define HANG_GUARD_MS	60000
-#define MAX_ARGS	24
-
-struct target {
-	enum afio_backend backend;
-	enum afio_mode mode;
-	char name[32];
-};
+#include "serverutil.h"
 
 static const char *httpd_path;
-static struct target targets[(AFIO_BACKEND_THREADS + 1) * 3];
+static struct target targets[MAX_TARGETS];
 static int ntargets;
 
 /* ---- running the server ---- */
-
-struct server {
-	pid_t pid;
-	int pidfd;
-	int out_fd;		/* its stdout */
-	int err_fd;		/* a file that gets its stderr */
-	unsigned port;
-	const struct target *target;
-};
-
-static void exec_server(const struct target *t, const char *const *extra, int out_fd,
-			int err_fd, rlim_t fd_limit)
-{
-	const char *argv[MAX_ARGS] = {
-		httpd_path, "--port", "0", "--backend", afio_backend_name(t->backend),
-		"--mode", afio_mode_name(t->mode),
-	};
-	int n = 7;
-
-	for (; *extra && n < MAX_ARGS - 1; extra++)
-		argv[n++] = *extra;
-	argv[n] = NULL;
-	/* The options must decide, not whatever the caller's environment says. */
-	unsetenv("AFIO_BACKEND");
-	unsetenv("AFIO_MODE");
-	if (fd_limit) {
-		struct rlimit rl = { fd_limit, fd_limit };
-
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-	dup2(out_fd, STDOUT_FILENO);
-	dup2(err_fd, STDERR_FILENO);
-	execv(httpd_path, (char **)argv);
-	_exit(127);
-}
-
-/* Reads the first line of the server's stdout: "listening on ADDR:PORT". */
-static unsigned read_port(struct server *s)
-{
-	struct pollfd pfd = { .fd = s->out_fd, .events = POLLIN };
-	char line[128];
-	unsigned port = 0;
-	size_t n = 0;
-
-	while (n < sizeof(line) - 1) {
-		ck_assert_msg(poll(&pfd, 1, HANG_GUARD_MS) == 1,
-			      "%s: no port announced", s->target->name);
-		if (read(s->out_fd, &line[n], 1) != 1 || line[n] == '\n')
-			break;
-		n++;
-	}
-	line[n] = '\0';
-	ck_assert_msg(sscanf(line, "listening on 127.0.0.1:%u", &port) == 1 && port,
-		      "%s: first line \"%s\"", s->target->name, line);
-	return port;
-}
 
 static int stderr_file(void)
 {
@@ -119,20 +53,11 @@ static int stderr_file(void)
 static void start_with_limit(struct server *s, int i, rlim_t fd_limit,
 			     const char *const *extra)
 {
-	int pipefd[2];
+	struct launch how = {
+		.path = httpd_path, .args = extra, .err_fd = stderr_file(), .nofile = fd_limit,
+	};
 
-	ck_assert_int_eq(pipe2(pipefd, O_CLOEXEC), 0);
-	s->target = &targets[i];
-	s->err_fd = stderr_file();
-	s->pid = fork();
-	ck_assert_int_ge(s->pid, 0);
-	if (!s->pid)
-		exec_server(s->target, extra, pipefd[1], s->err_fd, fd_limit);
-	close(pipefd[1]);
-	s->out_fd = pipefd[0];
-	s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
-	ck_assert_int_ge(s->pidfd, 0);
-	s->port = read_port(s);
+	server_start(s, &targets[i], &how);
 }
 
 static void start_server(struct server *s, int i, const char *const *extra)
@@ -148,19 +73,12 @@ static void server_stderr(const struct server *s, char *buf, size_t cap)
 	buf[n > 0 ? n : 0] = '\0';
 }
 
-/* SIGTERM, then the exit status must be a clean 0. */
+/* SIGTERM, then the exit status must be a clean 0, with the stats said. */
 static void stop_server(struct server *s)
 {
-	struct pollfd pfd = { .fd = s->pidfd, .events = POLLIN };
 	char err[4096];
-	int status = 0;
+	int status = server_stop(s);
 
-	ck_assert_int_eq(kill(s->pid, SIGTERM), 0);
-	if (poll(&pfd, 1, HANG_GUARD_MS) != 1)
-		kill(s->pid, SIGKILL);
-	ck_assert_int_eq(waitpid(s->pid, &status, 0), s->pid);
-	close(s->pidfd);
-	close(s->out_fd);
 	server_stderr(s, err, sizeof(err));
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		      "%s: server ended with status 0x%x: %s", s->target->name, status, err);
@@ -183,37 +101,6 @@ static unsigned long long stat_of(const struct server *s, const char *name)
 
 /* ---- client side ---- */
 
-static int connect_to(unsigned port)
-{
-	struct sockaddr_in sin = {
-		.sin_family = AF_INET,
-		.sin_port = htons(port),
-		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-	};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	return fd;
-}
-
-static void wait_for(int fd, short events)
-{
-	struct pollfd pfd = { .fd = fd, .events = events };
-
-	ck_assert_msg(poll(&pfd, 1, HANG_GUARD_MS) == 1, "peer hung");
-}
-
-static void send_all(int fd, const void *buf, size_t len)
-{
-	for (size_t off = 0; off < len;) {
-		ssize_t n = send(fd, (const char *)buf + off, len - off, MSG_NOSIGNAL);
-
-		ck_assert_int_gt(n, 0);
-		off += (size_t)n;
-	}
-}
-
 /* Reads until the peer closes; returns the length (at most cap).  A reset
    after the bytes counts as the end too. */
 static size_t recv_to_eof(int fd, char *buf, size_t cap)
@@ -230,19 +117,6 @@ static size_t recv_to_eof(int fd, char *buf, size_t cap)
 		len += (size_t)n;
 	} while (n > 0 && len < cap);
 	return len;
-}
-
-/* Bytes that differ from one size to the next, so a mix-up shows. */
-static char *pattern(size_t len, unsigned seed)
-{
-	char *buf = malloc(len ? len : 1);
-
-	ck_assert_ptr_nonnull(buf);
-	for (size_t i = 0; i < len; i++) {
-		seed = seed * 1103515245u + 12345u;
-		buf[i] = (char)(seed >> 16);
-	}
-	return buf;
 }
 
 struct response {
@@ -1028,35 +902,6 @@ END_TEST
 
 /* ---- which backends, which modes ---- */
 
-static void find_targets(void)
-{
-	static const enum afio_backend backends[] = {
-		AFIO_BACKEND_IO_URING, AFIO_BACKEND_LIBAIO, AFIO_BACKEND_THREADS,
-	};
-	static const enum afio_mode modes[] = {
-		AFIO_MODE_INLINE, AFIO_MODE_ASYNC, AFIO_MODE_HYBRID,
-	};
-	const char *only = getenv("HTTPD_TARGET");
-	char reason[256];
-
-	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++) {
-		if (afio_probe(backends[b], reason, sizeof(reason))) {
-			printf("skipping %s: %s\n", afio_backend_name(backends[b]), reason);
-			continue;
-		}
-		for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
-			struct target *t = &targets[ntargets];
-
-			t->backend = backends[b];
-			t->mode = modes[m];
-			snprintf(t->name, sizeof(t->name), "%s/%s",
-				 afio_backend_name(t->backend), afio_mode_name(t->mode));
-			if (!only || !strcmp(only, t->name))
-				ntargets++;
-		}
-	}
-}
-
 /* HTTPD_TEST=name runs that test alone, HTTPD_TARGET=backend/mode on that
    target alone (for debugging). */
 #define add_test(tc, t) do {						\
@@ -1104,7 +949,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	httpd_path = argv[1];
-	find_targets();
+	ntargets = find_targets(targets, getenv("HTTPD_TARGET"));
 	sr = srunner_create(httpd_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
