@@ -39,6 +39,7 @@ out=
 check=
 quiet_wait=60
 nice=0
+client_timeout=120
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift 2 ;;
 	--quiet-wait) quiet_wait=$2; shift 2 ;;
 	--nice) nice=$2; shift 2 ;;
-	--check) check=1 conns="2 1100" repeat=1 warmup=0.1 duration=0.2 quiet_wait=0; shift ;;
+	--check) check=1 conns="2 1100" repeat=1 warmup=0.1 duration=0.2 quiet_wait=0 client_timeout=30; shift ;;
 	-h|--help) sed -n '2,28s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	*) echo "echo-bench.sh: unknown option $1" >&2; exit 2 ;;
 	esac
@@ -101,10 +102,32 @@ wait_quiet() {
 	done
 }
 
-# run_cell ROW CONNS REPEAT: one server, one client run, one CSV line.
+# Where a process that does not end sits in the kernel, for the log.
+say_stuck() {
+	echo "    stuck: pid $1 ($(tr '\0' ' ' < /proc/$1/cmdline 2>/dev/null | cut -c1-80))"
+	for t in /proc/$1/task/*; do
+		echo "    task ${t##*/}: $(cat "$t/wchan" 2>/dev/null) $(head -3 "$t/stack" 2>/dev/null | tr '\n' ' ')"
+	done | head -8
+}
+
+# stop_server PID: SIGTERM, and SIGKILL 10 s later; false when it took that.
+stop_server() {
+	kill -TERM "$1" 2>/dev/null || true
+	for _ in $(seq 100); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	say_stuck "$1"
+	kill -KILL "$1" 2>/dev/null || true
+	return 1
+}
+
+# run_cell ROW CONNS REPEAT: one server, one client run, one CSV line;
+# sets stuck when a bound had to end the server or the client.
 run_cell() {
 	local row=$1 n=$2 rep=$3 backend=- mode=- server=epoll pid port line status=ok
 	local busy=0
+	stuck=
 	[ "$quiet_wait" -gt 0 ] && wait_quiet
 	if [ "$row" = epoll ]; then
 		nice -n "$nice" taskset -c 0 "$epoll_bin" --port 0 >"$tmp/out" 2>"$tmp/err" &
@@ -125,6 +148,11 @@ run_cell() {
 	done
 	port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$tmp/out")
 	if [ -z "$port" ]; then
+		if kill -0 $pid 2>/dev/null; then
+			stop_server $pid || true
+			stuck=1
+			echo "no port announced in 10 s" >> "$tmp/err"
+		fi
 		wait $pid || true
 		# What the server said, as one CSV-safe field.
 		status="refused: $(grep -v ': backend ' "$tmp/err" | head -1 | tr ',' ';')"
@@ -132,20 +160,16 @@ run_cell() {
 		printf '  %-16s %5s conns: %s\n' "$row" "$n" "$status"
 		return
 	fi
-	if line=$(nice -n "$nice" taskset -c 1 timeout 120 "$client" --port "$port" --conns "$n" --size "$size" \
+	if line=$(nice -n "$nice" taskset -c 1 timeout "$client_timeout" "$client" --port "$port" --conns "$n" --size "$size" \
 			--warmup "$warmup" --duration "$duration" --server-pid $pid 2>"$tmp/cerr"); then
 		:
 	else
 		status="failed: $(head -1 "$tmp/cerr" | tr ',' ';')"
+		[ -s "$tmp/cerr" ] || { status="failed: client ended by the ${client_timeout} s bound"; stuck=1; }
 	fi
-	kill -TERM $pid 2>/dev/null || true
-	for _ in $(seq 100); do
-		kill -0 $pid 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 $pid 2>/dev/null; then
-		kill -KILL $pid
+	if ! stop_server $pid; then
 		status="$status; server still running 10 s after SIGTERM"
+		stuck=1
 	fi
 	wait $pid || status="$status; server exit $?: $(grep -v ': backend ' "$tmp/err" | head -1 | tr ',' ';')"
 	echo "$server,$backend,$mode,$n,$rep,$(field req_s "$line"),$(field cpu_us_per_req "$line"),$(field server_cpu_pct "$line"),$(field client_cpu_pct "$line"),$(field others_cpu_pct "$line"),$(field steal_pct "$line"),$busy,$status" >> "$csv"
@@ -173,6 +197,13 @@ for rep in $(seq "$repeat"); do
 		[ -n "$check" ] || { exec 9>/tmp/afio-bench.lock; flock 9; }
 		for row in $(ordered_rows $round); do
 			run_cell "$row" "$n" "$rep"
+			# The check is about every row running: one that a bound
+			# had to end (said above, with where it sat) gets one more go.
+			if [ -n "$check" ] && [ -n "$stuck" ]; then
+				sed -i '$d' "$csv"
+				echo "  $row at $n conns: stuck, run again"
+				run_cell "$row" "$n" "$rep"
+			fi
 		done
 		[ -n "$check" ] || flock -u 9
 		round=$((round + 1))
