@@ -562,14 +562,18 @@ static void *poller_main(void *arg)
 
 /* ---- workers ---- */
 
-static bool is_direct(const struct afio_req *r)
+/* One fcntl per request at most: a buffered answer is kept in r. */
+static bool is_direct(struct afio_req *r)
 {
 	int fl;
 
 	if (r->buffered)
 		return false;
 	fl = fcntl(r->fd, F_GETFL);
-	return fl >= 0 && (fl & O_DIRECT);
+	if (fl >= 0 && (fl & O_DIRECT))
+		return true;
+	r->buffered = 1;
+	return false;
 }
 
 /* Waits until fd is ready for r or r is canceled (-ECANCELED). */
@@ -778,7 +782,6 @@ static bool try_inline(struct pool *p, struct afio_req *r)
 		   direct read would wait for the disk right here. */
 		if (is_direct(r))
 			return false;
-		r->buffered = 1;
 		n = file_try_nowait(p, r, &r->progress);
 		if (n == -EAGAIN || n == -EOPNOTSUPP ||
 		    (n >= 0 && (size_t)n < afio_req_bytes(r) && n))

@@ -113,9 +113,10 @@ struct afio_req {
 	   whoever runs the request, so not in the word of state and cancel,
 	   which the owner reads meanwhile. */
 	uint8_t started;
-	/* File read or write: its fd was seen without O_DIRECT at submit,
-	   so the pool's worker need not ask again (an F_SETFL in between
-	   races either way). */
+	/* File read or write: its fd was seen without O_DIRECT (by the
+	   backend that routed it, or the pool's first look), so nobody asks
+	   again (an F_SETFL in between races either way).  Written only by
+	   whoever runs the request. */
 	uint8_t buffered;
 	struct afio_ctx *ctx;
 	struct afio_engine *engine;	/* who owns it while HANDED */
