@@ -42,17 +42,29 @@
 /*
  * A buffered write holds the file's inode lock in the kernel for all of
  * its copy (generic_file_write_iter, ext4, xfs and btrfs alike), so
- * workers writing one file wait for each other there, spinning on the lock
- * first (rwsem_spin_on_owner).  A user lock per file, taken before the
- * write, makes them sleep instead.  Striped by fd number: two files may
- * share a stripe.
+ * workers writing one file only take turns there, spinning on the lock
+ * first and passing the file's cache lines from CPU to CPU per write.
+ * Buffered writes go through a lane per file instead: a lane is busy while
+ * one of its writes, its head, is queued or running, and the others wait
+ * in the lane behind it.  The worker that runs the head runs the lane's
+ * next write after it, until the lane is empty, and the other workers go
+ * on with other work.  Whoever finishes or removes a head passes the lane
+ * on (lane_pass_locked).  Striped by fd number: two files may share a
+ * lane.
  */
-#define WRITE_STRIPES	16
+#define WRITE_LANES	16
+#define NO_LANE		UINT8_MAX
+
+struct lane {
+	struct afio_reqq waiting;
+	bool busy;
+};
 
 /* Where a request the pool owns is; guarded by pool->lock. */
 enum where {
 	W_NONE,
 	W_QUEUED,	/* waiting for a worker */
+	W_LANE,		/* waiting behind its lane's head */
 	W_RUNNING,	/* a worker or the poller is doing it */
 	W_ARMED,	/* socket waiting for readiness in the epoll set */
 	W_TIMER,	/* in the deadline heap */
@@ -65,6 +77,7 @@ struct slot {
 	int armfd;		/* the pool's dup of the socket, once it waited */
 	bool borrowed;		/* no fd was left for a dup: armfd is r->fd */
 	bool in_set;		/* armfd is in the epoll set, maybe spent */
+	uint8_t lane;		/* the write lane it goes through, or NO_LANE */
 	struct worker *worker;
 	uint64_t deadline;	/* W_TIMER: CLOCK_MONOTONIC ns */
 	unsigned heap_pos;	/* W_TIMER: where in pool->timers */
@@ -81,7 +94,7 @@ struct worker {
 struct pool {
 	pthread_mutex_t lock;
 	sem_t wake;		/* posted once per idle worker woken */
-	pthread_mutex_t write_lock[WRITE_STRIPES];
+	struct lane lanes[WRITE_LANES];
 	struct afio_reqq work;
 	struct afio_reqq finished;
 	atomic_bool signaled;
@@ -163,6 +176,20 @@ static int iov_advance(const struct afio_req *r, size_t skip, struct iovec *out,
 static bool is_read(const struct afio_req *r)
 {
 	return r->op == AFIO_OP_READ || r->op == AFIO_OP_READV;
+}
+
+/* One fcntl per request at most: a buffered answer is kept in r. */
+static bool is_direct(struct afio_req *r)
+{
+	int fl;
+
+	if (r->buffered)
+		return false;
+	fl = fcntl(r->fd, F_GETFL);
+	if (fl >= 0 && (fl & O_DIRECT))
+		return true;
+	r->buffered = 1;
+	return false;
 }
 
 /*
@@ -304,6 +331,47 @@ static void finish_locked(struct pool *p, struct afio_req *r, ssize_t res)
 	s->worker = NULL;
 	r->res = s->cancel && res == -EINTR ? -ECANCELED : res;
 	afio_reqq_push(&p->finished, r);
+}
+
+/* ---- write lanes ---- */
+
+/* Which lane r goes through; asks fcntl for a write not yet known buffered. */
+static uint8_t lane_of(struct afio_req *r)
+{
+	if (afio_op_kind(r->op) != AFIO_KIND_FILE_RW || is_read(r) || is_direct(r))
+		return NO_LANE;
+	return (unsigned)r->fd % WRITE_LANES;
+}
+
+/* Under the lock: to the workers' queue, or behind its lane's head.
+   True when it went to the queue. */
+static bool queue_locked(struct pool *p, struct afio_req *r)
+{
+	struct slot *s = slot_of(p, r);
+	struct lane *l = s->lane == NO_LANE ? NULL : &p->lanes[s->lane];
+
+	if (l && l->busy) {
+		s->where = W_LANE;
+		afio_reqq_push(&l->waiting, r);
+		return false;
+	}
+	if (l)
+		l->busy = true;
+	s->where = W_QUEUED;
+	afio_reqq_push(&p->work, r);
+	return true;
+}
+
+/* Under the lock, when a lane's head has finished or was removed: the
+   lane's next write, now its head, or NULL and the lane is free. */
+static struct afio_req *lane_pass_locked(struct pool *p, unsigned lane)
+{
+	struct lane *l = &p->lanes[lane];
+	struct afio_req *next = afio_reqq_pop(&l->waiting);
+
+	if (!next)
+		l->busy = false;
+	return next;
 }
 
 /* ---- the epoll set of sockets waiting for readiness ---- */
@@ -562,20 +630,6 @@ static void *poller_main(void *arg)
 
 /* ---- workers ---- */
 
-/* One fcntl per request at most: a buffered answer is kept in r. */
-static bool is_direct(struct afio_req *r)
-{
-	int fl;
-
-	if (r->buffered)
-		return false;
-	fl = fcntl(r->fd, F_GETFL);
-	if (fl >= 0 && (fl & O_DIRECT))
-		return true;
-	r->buffered = 1;
-	return false;
-}
-
 /* Waits until fd is ready for r or r is canceled (-ECANCELED). */
 static int wait_ready(struct worker *w, struct afio_req *r, int fd)
 {
@@ -672,14 +726,6 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 			return n;
 	}
 	settle(w);
-	if (!is_read(r) && !is_direct(r)) {
-		pthread_mutex_t *m = &p->write_lock[(unsigned)r->fd % WRITE_STRIPES];
-
-		pthread_mutex_lock(m);
-		n = file_rw(r, &r->progress, 0);
-		pthread_mutex_unlock(m);
-		return n;
-	}
 	return file_rw(r, &r->progress, 0);
 }
 
@@ -696,40 +742,57 @@ static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
 	}
 }
 
+/* Under the lock: the next request of the queue, after waiting for one;
+   NULL once the pool stops and the queue is empty. */
+static struct afio_req *take_work_locked(struct worker *w)
+{
+	struct pool *p = w->pool;
+
+	while (!p->stop && !p->work.head) {
+		if (w->owes_signal) {
+			pthread_mutex_unlock(&p->lock);
+			settle(w);
+			pthread_mutex_lock(&p->lock);
+			continue;
+		}
+		p->idle++;
+		pthread_mutex_unlock(&p->lock);
+		while (sem_wait(&p->wake) && errno == EINTR)
+			;
+		pthread_mutex_lock(&p->lock);
+	}
+	return afio_reqq_pop(&p->work);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct pool *p = w->pool;
-	struct afio_req *r;
+	struct afio_req *r = NULL;
 	bool armed, running_low;
+	unsigned pending;
+	uint8_t lane;
 	ssize_t res;
 
 	/* One lock round per request: a result is handed back and the next
-	   request taken under the same lock.  The owner is told of results
-	   when the queue runs low, so that it refills it while the workers
-	   still have work, when the oldest has waited TELL_WITHIN_NS, or
-	   before this worker waits or sleeps: one wake-up carries many. */
+	   request taken under the same lock, from the lane of the one just
+	   done first.  The owner is told of results when the queue runs low,
+	   so that it refills it while the workers still have work, when the
+	   oldest has waited TELL_WITHIN_NS, or before this worker waits or
+	   sleeps: one wake-up carries many. */
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (!p->stop && !p->work.head) {
-			if (w->owes_signal) {
-				pthread_mutex_unlock(&p->lock);
-				settle(w);
-				pthread_mutex_lock(&p->lock);
-				continue;
-			}
-			p->idle++;
-			pthread_mutex_unlock(&p->lock);
-			while (sem_wait(&p->wake) && errno == EINTR)
-				;
-			pthread_mutex_lock(&p->lock);
-		}
-		r = afio_reqq_pop(&p->work);
+		if (!r)
+			r = take_work_locked(w);
 		if (!r)
 			break;
+		lane = slot_of(p, r)->lane;
 		slot_of(p, r)->where = W_RUNNING;
 		slot_of(p, r)->worker = w;
-		running_low = p->work.count < p->nworkers;
+		pending = p->work.count;
+		if (lane != NO_LANE)
+			pending += p->lanes[lane].waiting.count;
+		running_low = pending < p->nworkers;
 		pthread_mutex_unlock(&p->lock);
 		if (running_low || (w->owes_signal && now_ns() - w->owed_since >= TELL_WITHIN_NS))
 			settle(w);
@@ -744,6 +807,7 @@ static void *worker_main(void *arg)
 			finish_locked(p, r, res);
 			w->owes_signal = true;
 		}
+		r = lane == NO_LANE ? NULL : lane_pass_locked(p, lane);
 	}
 	pthread_mutex_unlock(&p->lock);
 	settle(w);
@@ -825,6 +889,7 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		s->armfd = -1;
 		s->borrowed = false;
 		s->in_set = false;
+		s->lane = NO_LANE;
 		n++;
 		if (r->op == AFIO_OP_TIMEOUT) {
 			start_timer(p, r);
@@ -832,16 +897,16 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		}
 		if (p->mode == AFIO_MODE_INLINE && try_inline(p, r))
 			continue;
+		s->lane = lane_of(r);
 		afio_reqq_push(&batch, r);
 	}
 	if (batch.head) {
-		unsigned count = batch.count;
+		unsigned count = 0;
 
-		pthread_mutex_lock(&p->lock);
 		/* Under the lock: the poller may look at a slot's last use. */
-		for (r = batch.head; r; r = r->next)
-			slot_of(p, r)->where = W_QUEUED;
-		afio_reqq_splice(&p->work, &batch);
+		pthread_mutex_lock(&p->lock);
+		while ((r = afio_reqq_pop(&batch)))
+			count += queue_locked(p, r);
 		/* Busy workers take the next request themselves: wake only as
 		   many sleepers as there is new work for. */
 		wake_idle_locked(p, count);
@@ -881,6 +946,7 @@ static void threads_cancel(struct afio_engine *e, struct afio_req *r)
 {
 	struct pool *p = e->priv;
 	struct slot *s = slot_of(p, r);
+	struct afio_req *next;
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&p->lock);
@@ -888,6 +954,15 @@ static void threads_cancel(struct afio_engine *e, struct afio_req *r)
 	switch (s->where) {
 	case W_QUEUED:
 		afio_reqq_remove(&p->work, r);
+		finish_locked(p, r, afio_req_stopped(r, -ECANCELED));
+		if (s->lane != NO_LANE && (next = lane_pass_locked(p, s->lane))) {
+			slot_of(p, next)->where = W_QUEUED;
+			afio_reqq_push(&p->work, next);
+			wake_idle_locked(p, 1);
+		}
+		break;
+	case W_LANE:
+		afio_reqq_remove(&p->lanes[s->lane].waiting, r);
 		finish_locked(p, r, afio_req_stopped(r, -ECANCELED));
 		break;
 	case W_ARMED:
@@ -946,8 +1021,6 @@ static void free_pool(struct pool *p)
 {
 	close_pool_fds(p);
 	sem_destroy(&p->wake);
-	for (unsigned i = 0; i < WRITE_STRIPES; i++)
-		pthread_mutex_destroy(&p->write_lock[i]);
 	pthread_mutex_destroy(&p->lock);
 	free_pool_mem(p);
 }
@@ -986,8 +1059,8 @@ static int threads_init(struct afio_engine *e, const struct afio_config *cfg,
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
 	sem_init(&p->wake, 0, 0);
-	for (unsigned i = 0; i < WRITE_STRIPES; i++)
-		pthread_mutex_init(&p->write_lock[i], NULL);
+	for (unsigned i = 0; i < WRITE_LANES; i++)
+		afio_reqq_init(&p->lanes[i].waiting);
 	afio_reqq_init(&p->work);
 	afio_reqq_init(&p->finished);
 	p->mode = cfg->mode;

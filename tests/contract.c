@@ -941,6 +941,80 @@ START_TEST(test_resubmit_from_callback)
 }
 END_TEST
 
+#define ONE_FILE_WRITES 48
+
+/* Over zeros, block i filled with i + 1, all handed to the backend. */
+static void submit_block_writes(afio_ctx *ctx, int fd, unsigned char (*blocks)[4096],
+				struct tu_done *d)
+{
+	unsigned char zero[4096] = { 0 };
+
+	for (unsigned i = 0; i < ONE_FILE_WRITES; i++)
+		ck_assert_int_eq(pwrite(fd, zero, sizeof(zero), (off_t)i * 4096), 4096);
+	for (unsigned i = 0; i < ONE_FILE_WRITES; i++) {
+		memset(blocks[i], (int)i + 1, sizeof(blocks[i]));
+		ck_assert_int_eq(afio_write(ctx, fd, blocks[i], sizeof(blocks[i]),
+					    (uint64_t)i * 4096, tu_on_done, &d[i]), 0);
+	}
+	ck_assert_int_ge(afio_submit(ctx), 0);
+}
+
+/* A block a write finished is its pattern; one it never started, zeros. */
+static void check_block_writes(int fd, const struct tu_done *d)
+{
+	unsigned char got[4096], want[4096];
+
+	for (unsigned i = 0; i < ONE_FILE_WRITES; i++) {
+		ck_assert_msg(d[i].calls == 1, "write %u completed %d times", i, d[i].calls);
+		ck_assert_msg(d[i].res == 4096 || d[i].res == -ECANCELED,
+			      "write %u: %zd", i, d[i].res);
+		memset(want, d[i].res == 4096 ? (int)i + 1 : 0, sizeof(want));
+		ck_assert_int_eq(pread(fd, got, sizeof(got), (off_t)i * 4096), 4096);
+		ck_assert_msg(!memcmp(got, want, sizeof(got)), "block %u: result %zd, data %u",
+			      i, d[i].res, got[0]);
+	}
+}
+
+/* Many writes to one file wait for each other (the pool runs them one after
+   another): canceled there, the head of them or one behind, each still
+   completes once, and only what completed with its length was written. */
+START_TEST(test_cancel_writes_to_one_file)
+{
+	static unsigned char blocks[ONE_FILE_WRITES][4096];
+	afio_ctx *ctx = new_ctx(64);
+	struct tu_done d[ONE_FILE_WRITES] = { 0 };
+	int fd = new_file();
+	int ret;
+
+	submit_block_writes(ctx, fd, blocks, d);
+	for (unsigned i = 0; i < ONE_FILE_WRITES; i += 2) {
+		ret = afio_cancel(ctx, &d[i]);
+		ck_assert_msg(ret == 1 || ret == -ENOENT, "cancel %u: %d", i, ret);
+	}
+	tu_drain(ctx);
+	for (unsigned i = 1; i < ONE_FILE_WRITES; i += 2)
+		ck_assert_int_eq(d[i].res, 4096);
+	check_block_writes(fd, d);
+	afio_destroy(ctx);
+	close(fd);
+}
+END_TEST
+
+/* Destroyed with them queued: each completes once, before destroy returns. */
+START_TEST(test_destroy_with_writes_to_one_file)
+{
+	static unsigned char blocks[ONE_FILE_WRITES][4096];
+	afio_ctx *ctx = new_ctx(64);
+	struct tu_done d[ONE_FILE_WRITES] = { 0 };
+	int fd = new_file();
+
+	submit_block_writes(ctx, fd, blocks, d);
+	afio_destroy(ctx);
+	check_block_writes(fd, d);
+	close(fd);
+}
+END_TEST
+
 START_TEST(test_stats_balance)
 {
 	afio_ctx *ctx = new_ctx(32);
@@ -1204,6 +1278,8 @@ static Suite *contract_suite(void)
 	tcase_add_test(queue, test_eventfd);
 	tcase_add_test(queue, test_many_reads);
 	tcase_add_test(queue, test_resubmit_from_callback);
+	tcase_add_test(queue, test_cancel_writes_to_one_file);
+	tcase_add_test(queue, test_destroy_with_writes_to_one_file);
 	tcase_add_test(queue, test_stats_balance);
 	suite_add_tcase(s, files);
 	suite_add_tcase(s, sockets);
