@@ -47,10 +47,10 @@
  * Buffered writes go through a lane per file instead: a lane is busy while
  * one of its writes, its head, is queued or running, and the others wait
  * in the lane behind it.  The worker that runs the head runs the lane's
- * next write after it, until the lane is empty, and the other workers go
- * on with other work.  Whoever finishes or removes a head passes the lane
- * on (lane_pass_locked).  Striped by fd number: two files may share a
- * lane.
+ * next write after it while nothing else waits in the queue (else the next
+ * write joins the queue as the new head), and the other workers go on with
+ * other work.  Whoever finishes or removes a head passes the lane on
+ * (lane_pass_locked).  Striped by fd number: two files may share a lane.
  */
 #define WRITE_LANES	16
 #define NO_LANE		UINT8_MAX
@@ -808,6 +808,13 @@ static void *worker_main(void *arg)
 			w->owes_signal = true;
 		}
 		r = lane == NO_LANE ? NULL : lane_pass_locked(p, lane);
+		if (r && p->work.head) {
+			/* What waits in the queue goes first: a file written
+			   without pause must not starve it. */
+			slot_of(p, r)->where = W_QUEUED;
+			afio_reqq_push(&p->work, r);
+			r = NULL;
+		}
 	}
 	pthread_mutex_unlock(&p->lock);
 	settle(w);
