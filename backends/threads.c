@@ -775,8 +775,8 @@ static void *worker_main(void *arg)
 	ssize_t res;
 
 	/* One lock round per request: a result is handed back and the next
-	   request taken under the same lock, from the lane of the one just
-	   done first.  The owner is told of results when the queue runs low,
+	   request taken under the same lock (the next write of the lane of
+	   the one just done, when nothing else is queued).  The owner is told of results when the queue runs low,
 	   so that it refills it while the workers still have work, when the
 	   oldest has waited TELL_WITHIN_NS, or before this worker waits or
 	   sleeps: one wake-up carries many. */
