@@ -252,6 +252,19 @@ int tu_count_threads(void)
 	return n;
 }
 
+int tu_count_threads_steady(void)
+{
+	int n = tu_count_threads(), same = 0, m;
+
+	for (int i = 0; i < 200 && same < 2; i++) {
+		usleep(5000);
+		m = tu_count_threads();
+		same = m == n ? same + 1 : 0;
+		n = m;
+	}
+	return n;
+}
+
 int tu_count_threads_settled(int expected)
 {
 	int n = tu_count_threads();

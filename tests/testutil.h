@@ -56,6 +56,10 @@ void tu_socketpair(int sv[2]);
    the ring is closed, not when afio_destroy() returns. */
 int tu_count_threads(void);
 
+/* tu_count_threads() once three looks 5 ms apart agree (up to a second):
+   a thread just joined can still be listed for a moment. */
+int tu_count_threads_steady(void);
+
 /* tu_count_threads(), looked at again for up to a second while it differs
    from expected: what it returns last. */
 int tu_count_threads_settled(int expected);
