@@ -225,6 +225,17 @@ static const char *tdir_abs(const struct tdir *t, const char *name)
 	return b;
 }
 
+/* A new directory name in dirfd, open. */
+static int make_dir(int dirfd, const char *name)
+{
+	int fd;
+
+	ck_assert_int_eq(mkdirat(dirfd, name, 0700), 0);
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	return fd;
+}
+
 static void put_file(int dirfd, const char *name, const char *content)
 {
 	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -1564,9 +1575,7 @@ START_TEST(test_openat2)
 
 	tdir_make(&dir);
 	put_file(dir.fd, "x", "outside");
-	ck_assert_int_eq(mkdirat(dir.fd, "sub", 0700), 0);
-	sub = openat(dir.fd, "sub", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	ck_assert_int_ge(sub, 0);
+	sub = make_dir(dir.fd, "sub");
 	put_file(sub, "f", "inside");
 	ck_assert_int_eq(symlinkat("f", sub, "link"), 0);
 
@@ -1769,9 +1778,7 @@ START_TEST(test_statx_walk)
 
 	tdir_make(&dir);
 	put_file(dir.fd, "f", "twelve bytes");
-	ck_assert_int_eq(mkdirat(dir.fd, "sub", 0700), 0);
-	sub = openat(dir.fd, "sub", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	ck_assert_int_ge(sub, 0);
+	sub = make_dir(dir.fd, "sub");
 	put_file(sub, "g", "g");
 	ck_assert_int_eq(symlinkat("sub", dir.fd, "dlink"), 0);
 	ck_assert_int_eq(symlinkat("nowhere", dir.fd, "dangling"), 0);
@@ -2102,9 +2109,7 @@ START_TEST(test_renameat)
 	tdir_make(&dir);
 	put_file(dir.fd, "a", "first");
 	put_file(dir.fd, "b", "second");
-	ck_assert_int_eq(mkdirat(dir.fd, "sub", 0700), 0);
-	sub = openat(dir.fd, "sub", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	ck_assert_int_ge(sub, 0);
+	sub = make_dir(dir.fd, "sub");
 	a = stat_at(dir.fd, "a");
 	b = stat_at(dir.fd, "b");
 
