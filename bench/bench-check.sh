@@ -6,7 +6,7 @@
 # per raw engine (--raw) and through libuv (afio-uv-bench, when built),
 # prints one JSON object with every documented key, completes I/O without
 # errors and removes its scratch file; --compare (without fio) writes a CSV
-# with a line per run and removes its scratch file too.  No figure is judged: only that the
+# with a line per run, ends with its verdict and removes its scratch file too.  No figure is judged: only that the
 # program measures and reports.  Usage: bench-check.sh AFIO-BENCH SCRATCH-DIR
 set -u
 
@@ -115,13 +115,18 @@ fi
 "$bench" --compare --no-fio --repeat 1 --runtime 0.05 --size 4m --bs 4k --rw randread \
 	--io buffered --dir "$dir" --csv "$dir/c.csv" --png '' >"$dir/compare.out" 2>&1 ||
 	not_ok "afio-bench --compare exited $?: $(cat "$dir/compare.out")"
-runs=$(($(wc -l <"$dir/c.csv") - 1))
+# Less the header and the probe's lines (what AUTO picks and why).
+runs=$(($(grep -vc '^probe,' "$dir/c.csv") - 1))
 want=$(($(echo "$backends" | wc -w) * 3 + peers))
 [ "$runs" -eq "$want" ] || not_ok "--compare wrote $runs runs, want $want"
 grep -q '^randread    4k buf' "$dir/compare.out" ||
 	not_ok "--compare printed no table row: $(cat "$dir/compare.out")"
 grep -q '^Event-loop stalls' "$dir/compare.out" ||
 	not_ok "--compare printed no stall table: $(cat "$dir/compare.out")"
+tail -n 1 "$dir/compare.out" | grep -q '^Goals met in' ||
+	not_ok "--compare did not end with its verdict: $(tail -n 3 "$dir/compare.out")"
+grep -q '^AUTO: ' "$dir/compare.out" ||
+	not_ok "--compare's verdict does not say what AUTO picks: $(cat "$dir/compare.out")"
 leftover=$(find "$dir" -name 'afio-bench.*' -o -name 'afio-compare.*')
 [ -z "$leftover" ] || not_ok "scratch files left behind: $leftover"
 

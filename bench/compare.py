@@ -15,8 +15,9 @@ workloads, and next to them, on the same file, one after the other:
   * event-loop stalls: the longest and the p99 time of our calls, against
     fio's submission latency (slat).
 
-Prints tables, writes a CSV and, when gnuplot is installed, a PNG chart.
-Standard library only."""
+Prints tables, writes a CSV and, when gnuplot is installed, a PNG chart of
+the ratios, and ends with a verdict (verdict.py, shared with the echo and
+HTTP benches).  Standard library only."""
 
 import argparse
 import csv
@@ -30,6 +31,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import verdict  # noqa: E402  (beside this file, in the tree and installed)
 
 BACKENDS = ["io_uring", "libaio", "threads"]
 MODES = ["inline", "async", "hybrid"]
@@ -310,14 +314,64 @@ def probe(afio_bench):
     return avail, skipped
 
 
+def find_probe(afio_bench):
+    """afio-probe beside afio-bench: in the build tree or installed."""
+    here = os.path.dirname(os.path.abspath(afio_bench))
+    for c in (os.path.join(here, "..", "tools", "afio-probe"), os.path.join(here, "afio-probe")):
+        if os.access(c, os.X_OK):
+            return c
+    return shutil.which("afio-probe")
+
+
+def probe_auto(afio_bench, avail, skipped):
+    """What AUTO picks here and why, as CSV rows of kind 'probe': one per
+    backend with afio_probe()'s reason, and one for AUTO's pick."""
+    order = [b for b in BACKENDS if b in avail or b in skipped]
+    reasons = {b: ("available", "%s: available" % b) if b in avail else
+               ("unavailable", skipped[b]) for b in order}
+    pick = mode = None
+    tool = find_probe(afio_bench)
+    if tool:
+        p = subprocess.run([tool], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           universal_newlines=True)
+        for line in p.stdout.splitlines():
+            m = re.match(r"\s+(\S+)\s+(available|unavailable)\s+(.*)", line)
+            if m and m.group(1) in BACKENDS:
+                reasons[m.group(1)] = (m.group(2), m.group(3))
+            m = re.match(r"auto picks: (\S+), mode (\S+)", line)
+            if m:
+                pick, mode = m.group(1), m.group(2)
+    if pick is None:
+        # AUTO's order, as afio_create() documents it.
+        pick = next((b for b in BACKENDS if b in avail), "none")
+        mode = os.environ.get("AFIO_MODE") or "inline"
+    if os.environ.get("AFIO_BACKEND"):
+        why = "AFIO_BACKEND=%s in the environment" % os.environ["AFIO_BACKEND"]
+    elif pick not in BACKENDS:
+        why = "no backend probes available"
+    else:
+        passed = ["%s is %s (%s)" % (b, reasons[b][0], reasons[b][1]) for b in BACKENDS
+                  if b in reasons and b != pick and BACKENDS.index(b) < BACKENDS.index(pick)]
+        why = "; ".join(passed + ["%s is the first of %s that probes available"
+                                  % (pick, " > ".join(BACKENDS))])
+    why += ("; AFIO_MODE=%s in the environment" % os.environ["AFIO_MODE"]
+            if os.environ.get("AFIO_MODE") else "; INLINE is the default mode")
+    rows = [{"kind": "probe", "job": "afio-probe", "backend": b, "submit": st, "cmd": r}
+            for b, (st, r) in reasons.items()]
+    rows.append({"kind": "probe", "job": "auto", "backend": pick, "mode": mode,
+                 "cmd": why, "submit": "afio-probe" if tool else "afio-bench --probe"})
+    return rows
+
+
 class Progress:
     """Cell i of N and the time left, on a terminal only; nothing in CI."""
 
-    def __init__(self, total):
+    def __init__(self, total, quiet=False):
         self.total = total
         self.done = 0
         self.t0 = time.time()
-        self.on = (sys.stderr.isatty() and os.environ.get("CI", "") not in ("true", "1"))
+        self.on = (sys.stderr.isatty() and not quiet
+                   and os.environ.get("CI", "") not in ("true", "1"))
 
     def step(self, what):
         self.done += 1
@@ -381,8 +435,16 @@ def main():
     ap.add_argument("--csv", default="afio-compare.csv", help="(default afio-compare.csv)")
     ap.add_argument("--png", default="afio-compare.png",
                     help="chart, drawn when gnuplot is installed (default afio-compare.png)")
-    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--quiet", action="store_true",
+                    help="print only the verdict, not the tables")
+    ap.add_argument("--json", action="store_true",
+                    help="print the verdict as one JSON object; the rest goes to stderr")
+    ap.add_argument("--from-csv", metavar="PATH",
+                    help="run nothing: tables, verdict and chart from the CSV of an earlier "
+                         "run")
     a = ap.parse_args()
+    if a.from_csv:
+        return from_csv(a)
     if a.qd < 1 or a.threads < 1 or a.repeat < 1 or not a.runtime > 0:
         ap.error("--qd, --threads, --repeat and --runtime must be positive")
     if a.max_repeat is None:
@@ -397,14 +459,14 @@ def main():
     backends = [b for b in a.backends if b in avail]
     for b in a.backends:
         if b not in avail:
-            print("skipped %-9s %s" % (b, skipped.get(b, "not available")))
+            say(a, "skipped %-9s %s" % (b, skipped.get(b, "not available")))
     if not backends:
-        print("no backend available")
+        say(a, "no backend available")
         return 1
     if not a.no_fio and not a.have_fio:
-        print("skipped fio: not installed (apt-get install fio)")
+        say(a, "skipped fio: not installed (apt-get install fio)")
     if not a.no_peers and not a.uv_bench:
-        print("skipped libuv: afio-uv-bench not built (apt-get install libuv1-dev, rebuild)")
+        say(a, "skipped libuv: afio-uv-bench not built (apt-get install libuv1-dev, rebuild)")
 
     created = None
     if not a.file:
@@ -415,11 +477,11 @@ def main():
         if created or not os.path.exists(a.file):
             t = time.time()
             create_file(a.file, a.size)
-            print("created %s (%s of data) in %.1f s" % (a.file, human_size(a.size),
-                                                        time.time() - t))
+            say(a, "created %s (%s of data) in %.1f s" % (a.file, human_size(a.size),
+                                                         time.time() - t))
         if a.ops:
             return run_ops(a, backends)
-        return run(a, backends)
+        return run(a, backends, probe_auto(a.afio_bench, avail, skipped))
     finally:
         if created:
             os.unlink(created)
@@ -476,13 +538,11 @@ def ratio_rows(a, backends):
     return rows
 
 
-def pair_ratios(ours, peer):
-    """IOPS ratios of the runs of one repeat each, in order."""
-    out = []
-    for o, p in zip(ours, peer):
-        if o and p and p["iops"]:
-            out.append(o["iops"] / p["iops"])
-    return out
+def pair_ratios(ours, peer, key=lambda r: r["iops"]):
+    """Ratios of the runs of one repeat each: ours and peer map a repeat to
+    its run (None where the run failed)."""
+    return verdict.pair({k: key(o) if o else None for k, o in ours.items()},
+                        {k: key(p) if p else None for k, p in peer.items()})
 
 
 def settled(ratios):
@@ -491,13 +551,13 @@ def settled(ratios):
     return any(rs[i + 1] <= rs[i] * (1 + AGREE) for i in range(len(rs) - 1))
 
 
-def run(a, backends):
+def run(a, backends, probe_rows):
     r = Runner(a)
     uname = os.uname()
-    print("%s, %d CPUs, kernel %s; file %s; qd %d, %d pool threads, %.2f s per cell, "
-          "%d repeats (up to %d); load average %.2f"
-          % (uname.machine, os.cpu_count() or 1, uname.release, a.file, a.qd, a.threads,
-             a.runtime, a.repeat, a.max_repeat, os.getloadavg()[0]))
+    say(a, "%s, %d CPUs, kernel %s; file %s; qd %d, %d pool threads, %.2f s per cell, "
+        "%d repeats (up to %d); load average %.2f"
+        % (uname.machine, os.cpu_count() or 1, uname.release, a.file, a.qd, a.threads,
+           a.runtime, a.repeat, a.max_repeat, os.getloadavg()[0]))
     is_blk = os.path.exists(a.file) and not os.path.isfile(a.file)
 
     if a.workloads:
@@ -507,9 +567,9 @@ def run(a, backends):
                      for rw in a.rw for io in a.io for bs in a.bs]
     jobs = jobs_for(a, backends)
     checks = ratio_rows(a, backends)
-    res = {}    # (label, job) -> [run or None], one per repeat
-    rows = []
-    prog = Progress(len(workloads) * len(jobs) * a.repeat)
+    res = {}    # (label, job) -> {repeat: run or None}
+    rows = list(probe_rows)
+    prog = Progress(len(workloads) * len(jobs) * a.repeat, a.quiet or a.json)
     t_start = time.time()
 
     def one(w, job, rep):
@@ -519,7 +579,7 @@ def run(a, backends):
         if not w["direct"] and is_read(w) and not is_blk:
             warm_cache(a.file, a.size)
         out = r.run(job, w)
-        res.setdefault((lab, job), []).append(out)
+        res.setdefault((lab, job), {})[rep] = out
         if out:
             rows.append(dict(out, kind=job[0], job=job_name(job), repeat=rep))
         prog.step("%s %s" % (lab, job_name(job)))
@@ -537,8 +597,8 @@ def run(a, backends):
         # agree or --max-repeat.
         for rep in range(a.repeat, a.max_repeat):
             again = [(o, p) for _, _, o, p in checks
-                     if not settled(pair_ratios(res.get((lab, o), []),
-                                                res.get((lab, p), [])))]
+                     if not settled(pair_ratios(res.get((lab, o), {}),
+                                                res.get((lab, p), {})))]
             if not again:
                 break
             todo = []
@@ -551,8 +611,79 @@ def run(a, backends):
                 one(w, job, rep)
     prog.end()
 
+    with open(a.csv, "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        wr.writeheader()
+        for row in rows:
+            wr.writerow(dict(row, cpu_us_per_io=cpu_us_per_io(row)))
+    say(a, "\nwrote %s (%d runs) in %.0f s; load average %.2f (other work on the machine "
+        "makes figures noisy)" % (a.csv, len(rows) - len(probe_rows), time.time() - t_start,
+                                  os.getloadavg()[0]))
+    return report(a, rows)
+
+
+CSV_FIELDS = ["kind", "job", "backend", "mode", "submit", "rw", "bs", "direct", "qd", "threads",
+              "repeat", "iops", "mib_s", "cpu_s", "iops_per_cpu_s", "cpu_us_per_io",
+              "lat_p50_us", "lat_p99_us", "lat_p999_us", "loop_stall_max_us",
+              "loop_stall_p99_us", "loop_slept_max_us", "slat_max_us", "slat_p99_us",
+              "fallbacks", "ios", "runtime_s", "whole_cpu_s", "fio_own_cpu_s", "cmd"]
+NUMERIC = set(CSV_FIELDS[8:-1]) - {"submit"}
+
+
+def job_of(row):
+    """The job tuple a CSV row (or a run) was made by."""
+    kind = row["kind"]
+    if kind == "afio":
+        return ("afio", row["backend"], row["mode"], row.get("submit") or "batch")
+    if kind == "raw":
+        return ("raw", row["backend"][len("raw-"):])
+    if kind == "fio":
+        return ("fio", row["mode"], row["submit"])
+    return ("uv",)
+
+
+def read_runs(path):
+    """The runs of a CSV that --compare wrote, with numbers as numbers."""
+    rows = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            for k in NUMERIC:
+                if row.get(k) not in (None, ""):
+                    row[k] = float(row[k])
+                else:
+                    row[k] = None
+            if row["kind"] != "probe":
+                row["bs"] = int(row["bs"])
+                row["direct"] = row["direct"] in ("True", "true", "1")
+                row["repeat"] = int(row["repeat"])
+            rows.append(row)
+    return rows
+
+
+def from_csv(a):
+    """Tables, verdict and chart again from a CSV of an earlier run."""
+    rows = read_runs(a.from_csv)
+    runs = [x for x in rows if x["kind"] != "probe"]
+    if not runs:
+        say(a, "no runs in %s" % a.from_csv)
+        return 1
+    mine = [x for x in runs if x["kind"] == "afio"]
+    a.backends = [b for b in BACKENDS if any(x["backend"] == b for x in mine)]
+    a.modes = [m for m in MODES if any(x["mode"] == m for x in mine)]
+    a.have_fio = any(x["kind"] == "fio" for x in runs)
+    a.uv_bench = any(x["kind"] == "uv" for x in runs)
+    a.no_peers = not any(x["kind"] in ("raw", "uv") for x in runs)
+    a.qd = int(runs[0]["qd"])
+    a.threads = int((mine or runs)[0]["threads"])
+    a.runtime = (mine or runs)[0]["runtime_s"]
+    say(a, "from %s: %d runs" % (a.from_csv, len(runs)))
+    return report(a, rows)
+
+
+def print_tables(a, workloads, backends, jobs, checks, res):
+    """The tables of the figures and of the ratios, before the verdict."""
     def runs(lab, job):
-        return [x for x in res.get((lab, job), []) if x]
+        return [x for x in res.get((lab, job), {}).values() if x]
 
     def med(lab, job, key):
         return median([x.get(key) for x in runs(lab, job)])
@@ -615,7 +746,8 @@ def run(a, backends):
         for w in workloads:
             lab = label(w)
             for _, name, o, p in mine:
-                rs = pair_ratios(res.get((lab, o), []), res.get((lab, p), []))
+                rs = pair_ratios(res.get((lab, o), {}), res.get((lab, p), {}))
+                cs = pair_ratios(res.get((lab, o), {}), res.get((lab, p), {}), cpu_us_per_io)
                 oi, pi = med(lab, o, "iops"), med(lab, p, "iops")
                 oc, pc = med_cpu(lab, o), med_cpu(lab, p)
                 ratio = median(rs)
@@ -623,7 +755,7 @@ def run(a, backends):
                 mark = "" if settled(rs) or len(rs) < 2 else "~"
                 print("%-18s %-32s %8s %8s %6s %11s %7s %7s %6s" % (
                     lab, name, fmt_iops(oi), fmt_iops(pi), fmt(ratio) + mark, spread,
-                    fmt(oc), fmt(pc), fmt(oc / pc if oc and pc else None)))
+                    fmt(oc), fmt(pc), fmt(median(cs))))
 
     # Stalls: ours per backend/mode, fio's submission latency beside them.
     fio_slat = [("fio", e, s) for e in ("libaio", "io_uring") for s in ("each", "batch")
@@ -664,26 +796,112 @@ def run(a, backends):
             if u and l:
                 print("%-18s %.2f" % (lab, u / l))
 
-    fields = ["kind", "job", "backend", "mode", "submit", "rw", "bs", "direct", "qd", "threads",
-              "repeat", "iops", "mib_s", "cpu_s", "iops_per_cpu_s", "cpu_us_per_io",
-              "lat_p50_us", "lat_p99_us", "lat_p999_us", "loop_stall_max_us",
-              "loop_stall_p99_us", "loop_slept_max_us", "slat_max_us", "slat_p99_us",
-              "fallbacks", "ios", "runtime_s", "whole_cpu_s", "fio_own_cpu_s", "cmd"]
-    with open(a.csv, "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        wr.writeheader()
-        for row in rows:
-            wr.writerow(dict(row, cpu_us_per_io=cpu_us_per_io(row)))
-    print()
-    print("wrote %s (%d runs) in %.0f s; load average %.2f (other work on the machine "
-          "makes figures noisy)" % (a.csv, len(rows), time.time() - t_start,
-                                    os.getloadavg()[0]))
 
-    if shutil.which("gnuplot") and a.png:
-        plot(a, workloads, jobs, res)
-    elif a.png:
-        print("no chart: gnuplot not installed (apt-get install gnuplot-nox)")
+def runs_by_workload(rows):
+    """The workloads in the order they ran, and (label, job) -> {repeat: run}."""
+    workloads, res = [], {}
+    for x in rows:
+        if x["kind"] == "probe":
+            continue
+        w = {"rw": x["rw"], "bs": int(x["bs"]), "direct": bool(x["direct"])}
+        if w not in workloads:
+            workloads.append(w)
+        res.setdefault((label(w), job_of(x)), {})[int(x["repeat"])] = x
+    return workloads, res
+
+
+# What each table's ratios are held to (bench/README.md, "The comparison");
+# the limits and io-wq are shown beside the peers, not held to a goal.
+GROUPS = {
+    "fio": ("ours / fio, like for like", verdict.Goal(1.0, 1.0)),
+    "raw": ("ours / the raw engine", verdict.Goal(0.95, 1.05)),
+    "pool": ("the thread pool / its peers", verdict.Goal(1.2, 1.0)),
+}
+NOT_A_PEER = ("fio psync", "io-wq")
+
+
+def ratios_of(workloads, checks, res):
+    out = []
+    for table, name, o, p in checks:
+        group, goal = GROUPS[table]
+        if any(s in name for s in NOT_A_PEER):
+            goal = None
+        for w in workloads:
+            lab = label(w)
+            ours, peer = res.get((lab, o), {}), res.get((lab, p), {})
+            out.append(verdict.Ratio(group, name, chart_cell(w), pair_ratios(ours, peer),
+                                     pair_ratios(ours, peer, cpu_us_per_io), goal))
+    return out
+
+
+def chart_cell(w):
+    return "%s\n%s %s" % (w["rw"], human_size(w["bs"]), "dir" if w["direct"] else "buf")
+
+
+def best_of(workloads, backends, modes, res):
+    """The best backend/mode of each workload by IOPS, as verdict facts;
+    and each backend/mode's share of that best, per workload."""
+    winners, share = [], {}
+    for w in workloads:
+        lab = label(w)
+        vals = {(b, m): median([x["iops"] for x in res.get((lab, ("afio", b, m, "batch")),
+                                                            {}).values() if x])
+                for b in backends for m in modes}
+        vals = {k: v for k, v in vals.items() if v}
+        if not vals:
+            continue
+        top = max(vals, key=vals.get)
+        winners.append(("%s/%s" % top, re.sub(r"\s+", " ", lab), fmt_iops(vals[top])))
+        share[lab] = {k: v / vals[top] for k, v in vals.items()}
+    return verdict.best_facts(winners), share
+
+
+def report(a, rows):
+    workloads, res = runs_by_workload(rows)
+    backends = [b for b in BACKENDS if any(k[1][0] == "afio" and k[1][1] == b for k in res)]
+    jobs = jobs_for(a, backends)
+    checks = ratio_rows(a, backends)
+    if not (a.quiet or a.json):
+        print_tables(a, workloads, backends, jobs, checks, res)
+    ratios = ratios_of(workloads, checks, res)
+    facts = []
+    probes = [x for x in rows if x["kind"] == "probe"]
+    pick = [x for x in probes if x["job"] == "auto"]
+    if pick:
+        facts.append(("AUTO", "%s, mode %s (%s): %s" % (pick[0]["backend"], pick[0]["mode"],
+                                                         pick[0]["submit"], pick[0]["cmd"])))
+    else:
+        facts.append(("AUTO", "not in this CSV (written before the probe was recorded)"))
+    seen = [x for x in probes if x["job"] == "afio-probe"]
+    if seen:
+        facts.append(("probes", "; ".join("%s" % x["cmd"] for x in seen)))
+    best, share = best_of(workloads, backends, a.modes, res)
+    if pick and share:
+        mine = (pick[0]["backend"], pick[0]["mode"])
+        got = {re.sub(r"\s+", " ", lab): s[mine] for lab, s in share.items() if mine in s}
+        if got:
+            low = min(got, key=got.get)
+            facts.append(("AUTO's pick", "%s of the best IOPS here, over %d workloads%s"
+                          % (verdict.span(list(got.values())).replace("-", " to "), len(got),
+                             "" if got[low] == 1 else " (lowest: %s)" % low)))
+    facts += best
+    if a.png:
+        verdict.chart(a.png, "afio-bench --compare: ours / peer per workload\nqd %d, %d pool "
+                      "threads, %.2f s cells; bar: median of the runs paired round by round, "
+                      "whisker: their range" % (a.qd, a.threads, a.runtime),
+                      ratios, [chart_cell(w) for w in workloads],
+                      say=lambda s: say(a, s))
+    if a.json:
+        print(json.dumps(dict(verdict.verdict_json(ratios, facts), csv=a.csv, png=a.png)))
+    else:
+        print("\n".join(verdict.verdict_lines(
+            ratios, facts, goals_from='bench/README.md, "The comparison"')))
     return 0
+
+
+def say(a, text):
+    """Progress and notes: stderr with --json, whose stdout is the verdict."""
+    print(text, file=sys.stderr if a.json else sys.stdout)
 
 
 def make_tree(a):
@@ -761,58 +979,6 @@ def run_ops(a, backends):
     print()
     print("wrote %s (%d runs); load average %.2f" % (a.csv, len(rows), os.getloadavg()[0]))
     return 0
-
-
-def plot(a, workloads, jobs, res):
-    shown = [j for j in jobs if j[0] != "afio" or j[3] == "batch"]
-    with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as dat:
-        dat.write("workload " + " ".join(job_name(j).replace(" ", "_") for j in shown) + "\n")
-        for w in workloads:
-            lab = label(w)
-            vals = []
-            for j in shown:
-                v = median([x["iops"] for x in res.get((lab, j), []) if x])
-                vals.append("%.0f" % v if v else "NaN")
-            dat.write('"%s" %s\n' % (re.sub(r"\s+", " ", lab), " ".join(vals)))
-        name = dat.name
-    # A hue per backend, lighter for later modes; greys for the others.
-    shades = {"io_uring": ["#08519c", "#3182bd", "#9ecae1"],
-              "libaio": ["#006d2c", "#31a354", "#a1d99b"],
-              "threads": ["#a63603", "#e6550d", "#fdae6b"]}
-    greys = ["#111111", "#333333", "#555555", "#777777", "#999999", "#bbbbbb", "#dddddd"]
-    colors, g = [], 0
-    for j in shown:
-        if j[0] == "afio":
-            colors.append(shades[j[1]][MODES.index(j[2])])
-        else:
-            colors.append(greys[g % len(greys)])
-            g += 1
-    clauses = []
-    for i, c in enumerate(colors):
-        src = "'%s'" % name if i == 0 else "''"
-        xtic = ":xtic(1)" if i == 0 else ""
-        clauses.append("%s using %d%s title columnhead lc rgb '%s'" % (src, i + 2, xtic, c))
-    script = """
-set terminal pngcairo size 1600,700 noenhanced font ",10"
-set output '%s'
-set title 'afio-bench: IOPS per workload, qd %d, %.2f s per cell'
-set style data histogram
-set style histogram clustered gap 1
-set style fill solid 0.85 border -1
-set logscale y
-set ylabel 'IOPS (log scale)'
-set xtics rotate by -30
-set key outside right top
-set grid ytics
-plot %s
-""" % (a.png, a.qd, a.runtime, ", ".join(clauses))
-    p = subprocess.run(["gnuplot"], input=script, universal_newlines=True,
-                       stderr=subprocess.PIPE)
-    os.unlink(name)
-    if p.returncode == 0:
-        print("wrote %s" % a.png)
-    else:
-        sys.stderr.write("gnuplot failed: %s\n" % p.stderr)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@
 # (others_cpu_pct); --nice -10 (root) also lets server and client take
 # the CPUs from builds that start meanwhile.  Writes OUT/echo-bench.csv
 # (every run),
-# OUT/echo-summary.csv (medians), OUT/echo-bench.png, and prints the tables.
+# OUT/echo-summary.csv (medians), OUT/echo-bench.png (the ratios to the
+# peers, bench/echo-report.py), and prints the tables and the verdict.
 # --check: a few short runs of every row without the lock, for the test
 # suite; fails unless each one ran (a refusal where async cannot serve the
 # connections counts as running); no figure is judged.
@@ -54,7 +55,7 @@ while [ $# -gt 0 ]; do
 	--quiet-wait) quiet_wait=$2; shift 2 ;;
 	--nice) nice=$2; shift 2 ;;
 	--check) check=1 conns="2 1100" repeat=1 warmup=0.1 duration=0.2 quiet_wait=0 client_timeout=30; shift ;;
-	-h|--help) sed -n '2,28s/^# \{0,1\}//p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 0 ;;
 	*) echo "echo-bench.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -210,105 +211,15 @@ for rep in $(seq "$repeat"); do
 	done
 done
 
-# Medians per row and connection count; the ratios to epoll are the
-# medians of the ratios within each round, where both ran back to back.
-python3 - "$csv" "$out/echo-summary.csv" "$tmp/plot.dat" "$conns" "$rows" <<'PY'
-import csv, statistics, sys
-src, dst, plot, conns, rows = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(), sys.argv[5].split()
-runs = {}
-notes = {}
-for r in csv.DictReader(open(src)):
-    row = r["server"] if r["server"] != "afio-echo" else r["backend"] + "/" + r["mode"]
-    key = (row, r["conns"])
-    if r["status"] == "ok" and r["req_s"]:
-        runs.setdefault(key, {})[r["repeat"]] = (float(r["req_s"]), float(r["cpu_us_per_req"]),
-                                                 float(r["others_cpu_pct"] or 0))
-    else:
-        notes[key] = r["status"]
-
-def med(v):
-    return statistics.median(v) if v else None
-
-summary = {}
-for row in rows:
-    for n in conns:
-        got = runs.get((row, n), {})
-        base = runs.get(("epoll", n), {})
-        req = [v[0] for v in got.values()]
-        cpu = [v[1] for v in got.values()]
-        rreq = [got[k][0] / base[k][0] for k in got if k in base and base[k][0]]
-        rcpu = [got[k][1] / base[k][1] for k in got if k in base and base[k][1]]
-        summary[(row, n)] = (len(req), med(req), min(req, default=None), max(req, default=None),
-                             med(cpu), min(cpu, default=None), max(cpu, default=None),
-                             med(rreq), med(rcpu), notes.get((row, n), "") if not req else "",
-                             max((v[2] for v in got.values()), default=None))
-
-def fmt(v, f):
-    return "" if v is None else f % v
-
-with open(dst, "w") as f:
-    w = csv.writer(f)
-    w.writerow(["row", "conns", "runs", "req_s", "req_s_min", "req_s_max", "cpu_us_per_req",
-                "cpu_min", "cpu_max", "req_s_vs_epoll", "cpu_vs_epoll", "note"])
-    for (row, n), s in summary.items():
-        w.writerow([row, n, s[0], fmt(s[1], "%.0f"), fmt(s[2], "%.0f"), fmt(s[3], "%.0f"),
-                    fmt(s[4], "%.2f"), fmt(s[5], "%.2f"), fmt(s[6], "%.2f"),
-                    fmt(s[7], "%.2f"), fmt(s[8], "%.2f"), s[9]])
-
-def table(title, cell):
-    print("\n" + title + "\n")
-    print("| | " + " | ".join(n + " conns" for n in conns) + " |")
-    print("|---" * (len(conns) + 1) + "|")
-    for row in rows:
-        print("| " + row + " | " + " | ".join(cell(summary[(row, n)]) for n in conns) + " |")
-
-def k(v):
-    return "%.1fk" % (v / 1000) if v is not None else "-"
-
-table("requests/s, median (min-max)",
-      lambda s: "%s (%s-%s)" % (k(s[1]), k(s[2]), k(s[3])) if s[0] else "n/a")
-table("server CPU per request, us, median (min-max)",
-      lambda s: "%.2f (%.2f-%.2f)" % (s[4], s[5], s[6]) if s[0] else "n/a")
-table("against epoll, same round: requests/s ratio, CPU per request ratio (medians)",
-      lambda s: "%.2fx, %.2fx" % (s[7], s[8]) if s[7] is not None else "n/a")
-table("CPU others took during the runs, % of one CPU, the most of any run",
-      lambda s: "%.0f" % s[10] if s[0] else "n/a")
-for (row, n), s in summary.items():
-    if s[9]:
-        print("%s at %s conns: %s" % (row, n, s[9]))
-
-with open(plot, "w") as f:
-    for row in rows:
-        f.write('"%s"\n' % row)
-        for n in conns:
-            s = summary[(row, n)]
-            if s[0]:
-                f.write("%s %.0f %.3f\n" % (n, s[1], s[4]))
-        f.write("\n\n")
-PY
-
 if [ -n "$check" ]; then
 	bad=$(tail -n +2 "$csv" | grep -v ',ok$' | grep -v ',refused: .*at most 1024' || true)
 	[ -z "$bad" ] || { echo "echo-bench.sh: runs that failed:"; echo "$bad"; exit 1; }
 	echo "echo-bench.sh: all $(($(wc -l <"$csv") - 1)) runs ran"
-elif command -v gnuplot >/dev/null; then
-	gnuplot <<-GP
-	set terminal pngcairo size 1200,500 noenhanced
-	set output "$out/echo-bench.png"
-	set multiplot layout 1,2 title "echo, $size-byte messages, server on CPU 0, client on CPU 1 ($(uname -r))"
-	set logscale x
-	set xlabel "connections"
-	set key outside right top vertical
-	set grid
-	set ylabel "requests/s"
-	set yrange [0:*]
-	plot for [i=0:$(($(wc -w <<<"$rows") - 1))] "$tmp/plot.dat" index i using 1:2 with linespoints title columnheader(1)
-	set ylabel "server CPU per request, us"
-	plot for [i=0:$(($(wc -w <<<"$rows") - 1))] "$tmp/plot.dat" index i using 1:3 with linespoints title columnheader(1)
-	unset multiplot
-	GP
-	echo "chart: $out/echo-bench.png"
-else
-	echo "no gnuplot: no chart (scripts/install-deps.sh --bench installs it)"
 fi
 echo "runs: $csv, medians: $out/echo-summary.csv"
+# Medians per row and connection count, the tables, the chart of the
+# ratios (ours over epoll, and over the same on liburing) and the verdict,
+# last.
+python3 "$src/bench/echo-report.py" --csv "$csv" --summary "$out/echo-summary.csv" \
+	--conns "$conns" --rows "$rows" --png "$([ -n "$check" ] || echo "$out/echo-bench.png")" \
+	--title "$size-byte messages, server on CPU 0, client on CPU 1 ($(uname -r))"

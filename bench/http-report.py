@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Tables, a CSV of medians and a chart from the runs bench/http-bench.sh
-wrote (one CSV line per run).  Standard library only; the chart needs
-gnuplot (Debian's gnuplot-nox)."""
+"""Tables, a CSV of medians, a chart of ratios and the verdict from the
+runs bench/http-bench.sh wrote (one CSV line per run).  Ratios pair the
+runs of one round.  Standard library only; the chart needs gnuplot
+(Debian's gnuplot-nox)."""
 import argparse
 import csv
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import verdict  # noqa: E402
 
 SUMMARY_FIELDS = ["size", "bytes", "conns", "config", "server", "backend", "mode",
                   "variant", "direct", "runs", "req_s", "mb_s", "cpu_us_per_req",
@@ -62,7 +63,8 @@ def summarize(rows):
         s = {"size": key[0], "bytes": int(first["bytes"]), "conns": key[1], "config": key[2],
              "server": first["server"], "backend": first["backend"], "mode": first["mode"],
              "variant": first["variant"], "direct": first["direct"], "runs": len(runs),
-             "notes": sorted({r.get("note") for r in groups[key] if r.get("note")})}
+             "notes": sorted({r.get("note") for r in groups[key] if r.get("note")}),
+             "rounds": {r["repeat"]: r for r in runs}}
         for f in ("req_s", "mb_s", "cpu_us_per_req", "server_cpu_util", "others_cpu_util",
                   "client_others_cpu_util", "lat_p50_us", "lat_p99_us"):
             s[f] = median([num(r.get(f)) for r in runs])
@@ -82,9 +84,21 @@ def summarize(rows):
         best = max(nginx, key=lambda s: s["req_s"]) if nginx else None
         for s in mine:
             s["nginx_best"] = best["config"] if best else ""
-            s["ratio_to_nginx_best"] = (s["req_s"] / best["req_s"]
+            s["peer"] = best
+            paired = against(s, best, "req_s")
+            # The median of the rounds' ratios where both ran in a round.
+            s["ratio_to_nginx_best"] = (statistics.median(paired) if paired else
+                                        s["req_s"] / best["req_s"]
                                         if best and s["req_s"] else None)
     return out, cells
+
+
+def against(s, peer, field):
+    """Ratios of s over peer, round by round."""
+    if not peer:
+        return []
+    return verdict.pair({k: num(r.get(field)) for k, r in s["rounds"].items()},
+                        {k: num(r.get(field)) for k, r in peer["rounds"].items()})
 
 
 def fmt(v, pat):
@@ -187,91 +201,61 @@ def write_summary(summary, path):
             wr.writerow({k: ("%.4g" % v if isinstance(v, float) else v) for k, v in s.items()})
 
 
-# Blues for io_uring, greens for libaio, oranges for the pool, darker for
-# inline, lighter for hybrid; nginx's variants in greys.
-HUE = {"io_uring": ("#08519c", "#3182bd", "#9ecae1"),
-       "libaio": ("#006d2c", "#31a354", "#a1d99b"),
-       "threads": ("#a63603", "#e6550d", "#fdae6b")}
-MODES = ["inline", "async", "hybrid"]
-GREYS = ["#252525", "#636363", "#969696", "#bdbdbd", "#d9d9d9"]
 # wrk's CPU-seconds per second from which the client, not the server, may
 # have set the rate.
 CLIENT_BOUND = 0.95
+# What others took of a CPU above which a cell was disturbed.
+DISTURBED = 0.05
+# The modes' colours are the echo bench's; the backends' differ from them.
+COLORS = {"inline": verdict.PALETTE[0], "async": verdict.PALETTE[1],
+          "hybrid": verdict.PALETTE[2], "io_uring": "#56B4E9", "libaio": "#CC79A7",
+          "threads": "#8C6D31"}
+# bench/README.md, "HTTP file server", "Measured here": the best mode of each
+# backend at least nginx's best, from the page cache.
+GOAL = verdict.Goal(1.0)
 
 
-def color_of(config, nginx_seen):
-    if config.startswith("nginx/"):
-        return GREYS[nginx_seen % len(GREYS)]
-    backend, mode = config.split("/")
-    return HUE.get(backend, GREYS)[MODES.index(mode) if mode in MODES else 0]
+def cell_name(size, conns):
+    return "%s\n%d conns" % (size, conns)
 
 
-def write_columns(path, cells, configs, value):
-    """One line per (size, connections), one column per configuration."""
-    with open(path, "w") as f:
-        f.write("cell " + " ".join(configs) + "\n")
-        for size, conns in cells:
-            vals = [value(size, conns, c) for c in configs]
-            f.write('"%s c%d" %s\n' % (size, conns, " ".join(
-                "NaN" if v is None else "%.4g" % v for v in vals)))
+def ratios_of(summary, cells, direct):
+    """The best mode of each backend against nginx's best, held to the
+    goal; then each backend's modes."""
+    out = []
+    ours = [s for s in summary if s["server"] != "nginx" and s["runs"] and s["peer"]]
+    backends = []
+    for s in ours:
+        backends += [s["backend"]] if s["backend"] not in backends else []
+    for _, size, conns in cells:
+        mine = [s for s in ours if s["size"] == size and s["conns"] == conns]
+        for b in backends:
+            cand = [s for s in mine if s["backend"] == b and s["req_s"]]
+            if cand:
+                top = max(cand, key=lambda s: s["req_s"])
+                out.append(verdict.Ratio(
+                    "best mode of each backend", b, cell_name(size, conns),
+                    against(top, top["peer"], "req_s"),
+                    against(top, top["peer"], "cpu_us_per_req"), None if direct else GOAL))
+    for b in backends:
+        for s in [s for s in ours if s["backend"] == b]:
+            out.append(verdict.Ratio("%s / nginx's best" % b, s["mode"],
+                                     cell_name(s["size"], s["conns"]),
+                                     against(s, s["peer"], "req_s"),
+                                     against(s, s["peer"], "cpu_us_per_req")))
+    return [r for r in out if r.rates]
 
 
-def plot(summary, cells, png, title):
-    """Two panels: requests/s of everything, and ours over the best nginx."""
-    configs = []
-    for s in summary:
-        if s["config"] not in configs:
-            configs.append(s["config"])
-    configs.sort(key=lambda c: c.startswith("nginx/"))
-    by = {(s["size"], s["conns"], s["config"]): s for s in summary}
-    pairs = [(size, conns) for _, size, conns in cells]
-
-    def field(name):
-        return lambda size, conns, c: by.get((size, conns, c), {}).get(name) or None
-
-    # gnuplot refuses a histogram without a point: what never ran is left out.
-    configs = [c for c in configs if any(field("req_s")(p[0], p[1], c) for p in pairs)]
-    ours = [c for c in configs if not c.startswith("nginx/")
-            and any(field("ratio_to_nginx_best")(p[0], p[1], c) for p in pairs)]
-
-    tmp = tempfile.mkdtemp(prefix="http-report.")
-    rates, ratios = os.path.join(tmp, "rates.dat"), os.path.join(tmp, "ratios.dat")
-    write_columns(rates, pairs, configs, field("req_s"))
-    write_columns(ratios, pairs, ours, field("ratio_to_nginx_best"))
-    top_ratio = max([1.2] + [1.1 * s["ratio_to_nginx_best"] for s in summary
-                             if s["ratio_to_nginx_best"]])
-    styles = []
-    seen = 0
-    for i, c in enumerate(configs):
-        styles.append("set linetype %d lc rgb '%s'" % (i + 1, color_of(c, seen)))
-        seen += c.startswith("nginx/")
-    script = "\n".join([
-        "set terminal pngcairo size 1400,900 noenhanced font ',10'",
-        "set output '%s'" % png,
-        "set style data histogram",
-        "set style histogram clustered gap 1",
-        "set style fill solid 0.85 border -1",
-        "set key outside right top",
-        "set grid ytics",
-        "\n".join(styles),
-        "set multiplot layout 2,1 title '%s'" % title,
-        "set logscale y",
-        "set ylabel 'requests/s (log scale)'",
-        "plot for [i=2:%d] '%s' using i:xtic(1) title columnhead" % (len(configs) + 1, rates),
-        "unset logscale y",
-        "set yrange [0:%.2f]" % top_ratio,
-        "set ylabel 'over the best nginx variant'",
-        "set xlabel 'file size, wrk connections'",
-        "plot for [i=2:%d] '%s' using i:xtic(1) title columnhead, 1 with lines "
-        "dt 2 lc rgb 'black' notitle" % (len(ours) + 1, ratios) if ours else "",
-        "unset multiplot", ""])
-    p = subprocess.run(["gnuplot"], input=script, universal_newlines=True,
-                       stderr=subprocess.PIPE)
-    shutil.rmtree(tmp, ignore_errors=True)
-    if p.returncode == 0:
-        print("wrote %s" % png)
-    else:
-        sys.stderr.write("gnuplot failed: %s\n" % p.stderr)
+def best_facts(summary, cells):
+    ours, theirs = [], []
+    for _, size, conns in cells:
+        mine = [s for s in summary if s["size"] == size and s["conns"] == conns and s["req_s"]]
+        for side, into in (([s for s in mine if s["server"] != "nginx"], ours),
+                           ([s for s in mine if s["server"] == "nginx"], theirs)):
+            if side:
+                top = max(side, key=lambda s: s["req_s"])
+                into.append((top["config"], "%s c%d" % (size, conns), human(top["req_s"])))
+    return verdict.best_facts(ours, "best of ours") + verdict.best_facts(theirs, "nginx's best")
 
 
 def main():
@@ -292,12 +276,28 @@ def main():
     write_summary(summary, path)
     print()
     print("wrote %s (%d runs) and %s" % (a.csv, len(rows), path))
-    if a.png and shutil.which("gnuplot"):
-        title = "afio-httpd and nginx, %s: requests/s, median of each cell" % (
-            "O_DIRECT" if direct else "page-cached files")
-        plot(summary, cells, a.png, title)
-    elif a.png:
-        print("no chart: gnuplot not installed (apt-get install gnuplot-nox)")
+    ratios = ratios_of(summary, cells, direct)
+    if a.png:
+        verdict.chart(a.png, "afio-httpd / nginx's best variant per cell, %s\nbar: median of "
+                      "the runs paired round by round, whisker: their range" % (
+                          "O_DIRECT" if direct else "page-cached files"),
+                      ratios, [cell_name(size, conns) for _, size, conns in cells],
+                      rate_name="requests/s", cpu_name="CPU per request",
+                      colors=COLORS)
+    facts = best_facts(summary, cells)
+    facts.append(("peer", "nginx's best variant of each cell; CPU is the server's"))
+    ran = [x for x in summary if x["runs"]]
+    busy = [x for x in ran if max(x["others_cpu_util"] or 0,
+                                   x["client_others_cpu_util"] or 0) > DISTURBED]
+    if busy:
+        facts.append(("disturbed", "others took over %.2f of the server's or wrk's CPU in %d "
+                      "of the %d cells ('other' above): re-run before quoting them"
+                      % (DISTURBED, len(busy), len(ran))))
+    if direct:
+        facts.append(("goals", "none from the disk (--direct); the goal is for cached files"))
+    print("\n".join(verdict.verdict_lines(
+        ratios, facts, rate_name="req/s",
+        goals_from='bench/README.md, "HTTP file server", "Measured here"')))
     return 0
 
 

@@ -5,13 +5,16 @@
 # minute.  Extra arguments go to afio-bench --compare.  RUNTIME sets the
 # seconds per cell (default 0.2), DIR where the scratch file goes,
 # WORKLOADS and MODES what runs (WORKLOADS= and MODES= for the whole
-# matrix of --rw, --io, --bs and every mode).
+# matrix of --rw, --io, --bs and every mode).  It ends with the verdict
+# (--quiet: the verdict without the tables; --json: the verdict as JSON).
 set -eu
 cd "$(dirname "$0")/.."
 
-scripts/install-deps.sh --bench
-[ -f build-bench/build.ninja ] || meson setup build-bench -Dwerror=true
-ninja -C build-bench
+# The install and the build talk on stderr: with --json stdout is the
+# verdict alone, and without it the verdict stays the last thing shown.
+scripts/install-deps.sh --bench >&2
+[ -f build-bench/build.ninja ] || meson setup build-bench -Dwerror=true >&2
+ninja -C build-bench >&2
 
 workloads=${WORKLOADS-randread:4k:buf,randread:64k:buf,randwrite:4k:buf,randread:4k:dir}
 modes=${MODES-inline,async}
