@@ -283,6 +283,7 @@ static void probe_ops(struct uring *u)
 		u->has_op[AFIO_OP_READV] = true;
 		u->has_op[AFIO_OP_WRITEV] = true;
 		u->has_op[AFIO_OP_FSYNC] = true;
+		u->has_op[AFIO_OP_NOP] = true;
 		return;
 	}
 	for (int op = 0; op < AFIO_OP_COUNT; op++)
@@ -362,11 +363,11 @@ static unsigned clamp_len(size_t len)
  * files and paths go without a flag: a page-cache hit finishes in the
  * submitter and a miss is read without blocking it; handing them to io-wq,
  * always or past a number in flight, measured slower ("io_uring HYBRID
- * policy", bench/README.md).  A timer has nothing for a worker to do.
+ * policy", bench/README.md).  A timer or a nop has nothing for a worker to do.
  */
 static unsigned sqe_flags(struct uring *u, const struct afio_req *r)
 {
-	if (r->op == AFIO_OP_TIMEOUT)
+	if (r->op == AFIO_OP_TIMEOUT || r->op == AFIO_OP_NOP)
 		return 0;
 	switch (u->mode) {
 	case AFIO_MODE_ASYNC:
@@ -480,6 +481,13 @@ static void prep_timeout(struct uring *u, struct io_uring_sqe *sqe, struct afio_
 	io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
 }
 
+static void prep_nop(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	(void)r;
+	io_uring_prep_nop(sqe);
+}
+
 static void prep_openat(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
 	(void)u;
@@ -568,6 +576,7 @@ static const struct uring_op uring_ops[AFIO_OP_COUNT] = {
 	[AFIO_OP_RENAMEAT] = { IORING_OP_RENAMEAT, "RENAMEAT", "5.11", prep_renameat },
 	[AFIO_OP_UNLINKAT] = { IORING_OP_UNLINKAT, "UNLINKAT", "5.11", prep_unlinkat },
 	[AFIO_OP_MKDIRAT] = { IORING_OP_MKDIRAT, "MKDIRAT", "5.15", prep_mkdirat },
+	[AFIO_OP_NOP] = { IORING_OP_NOP, "NOP", "5.1", prep_nop },
 };
 
 static void prep(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
@@ -1536,6 +1545,7 @@ static int uring_op_native(const struct afio_engine *e, enum afio_op op, char *h
 const struct afio_backend_ops afio_backend_io_uring = {
 	.id = AFIO_BACKEND_IO_URING,
 	.name = "io_uring",
+	.caps = AFIO_CAP_NOP,
 	.probe = uring_probe,
 	.init = uring_init,
 	.exit = uring_exit,

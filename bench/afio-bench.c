@@ -141,11 +141,12 @@ static void usage(FILE *f)
 "  --raw io_uring|libaio|psync  the same workload straight on the engine, no\n"
 "                     library (--mode async: io_uring with IOSQE_ASYNC; psync:\n"
 "                     --threads threads each in pread/pwrite, --qd unused)\n"
-"  --op openat|statx|sendfile  instead of reads and writes: open and close,\n"
-"                     or statx, random files of a tree (--tree, else --files\n"
-"                     empty files made in --dir), or sendfile --bs at a time\n"
-"                     of --file (cached first) to qd TCP connections on\n"
-"                     127.0.0.1 read by another process\n"
+"  --op openat|statx|sendfile|nop  instead of reads and writes: open and\n"
+"                     close, or statx, random files of a tree (--tree, else\n"
+"                     --files empty files made in --dir), or sendfile --bs at\n"
+"                     a time of --file (cached first) to qd TCP connections\n"
+"                     on 127.0.0.1 read by another process, or nops: what a\n"
+"                     request costs (raw: IORING_OP_NOP on liburing)\n"
 "  --wait eventfd|poll  how the loop waits: on the eventfd, outside the\n"
 "                     library, calling afio_poll(ctx, 0, 0) (default), or in\n"
 "                     afio_poll(ctx, 1, -1) (no stall figures then)\n"
@@ -314,7 +315,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_OP:
 			if (bench_op_parse(optarg, &o->op))
-				bad("--op (openat, statx or sendfile)", optarg);
+				bad("--op (openat, statx, sendfile or nop)", optarg);
 			break;
 		case OPT_TREE:
 			o->tree = optarg;
@@ -355,7 +356,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		bad("--size is smaller than --bs", NULL);
 	if (o->op == BOP_SENDFILE && !o->file)
 		bad("--op sendfile needs --file", NULL);
-	if (o->op != BOP_RW && o->raw && strcmp(o->raw, "psync"))
+	if (o->op == BOP_NOP && o->raw && strcmp(o->raw, "io_uring"))
+		bad("--op nop runs raw on io_uring only (IORING_OP_NOP)", NULL);
+	if (o->op != BOP_RW && o->op != BOP_NOP && o->raw && strcmp(o->raw, "psync"))
 		bad("--op runs raw on psync only (the calls in a loop)", NULL);
 }
 
@@ -423,9 +426,21 @@ struct bench {
 	bool stop;
 	bool in_poll;
 	bool wait_in_poll;
+	uint64_t round_ns;	/* when the afio_poll() that runs the callbacks began */
 	struct outcome o;
 	struct io *ios;
 };
+
+/*
+ * The time a callback stamps: that of the round, as the raw loops take it
+ * once per batch of completions, so that a clock read per request does
+ * not count against the library.  An afio_poll() that waits inside has no
+ * round time to give; there each callback reads the clock.
+ */
+static uint64_t callback_now(const struct bench *b)
+{
+	return b->wait_in_poll ? now_ns() : b->round_ns;
+}
 
 volatile sig_atomic_t bench_interrupted;
 
@@ -481,6 +496,8 @@ static int issue_op(struct bench *b, struct io *io)
 	case BOP_STATX:
 		return afio_statx(b->ctx, AT_FDCWD, pick_path(w, &b->rnd), 0, STATX_BASIC_STATS,
 				  &io->stx, on_op_done, io);
+	case BOP_NOP:
+		return afio_nop(b->ctx, on_op_done, io);
 	default:
 		if (io->off + w->bs > t->file_size)
 			io->off = 0;
@@ -520,7 +537,7 @@ static void on_done(void *data, ssize_t res)
 {
 	struct io *io = data;
 	struct bench *b = io->b;
-	uint64_t now = now_ns();
+	uint64_t now = callback_now(b);
 
 	b->in_flight--;
 	outcome_io(&b->o, (long)res, b->w.bs, now - io->t0);
@@ -531,7 +548,7 @@ static void on_op_done(void *data, ssize_t res)
 {
 	struct io *io = data;
 	struct bench *b = io->b;
-	uint64_t now = now_ns();
+	uint64_t now = callback_now(b);
 	bool ok = b->w.op == BOP_SENDFILE ? res > 0 : res == 0;
 
 	b->in_flight--;
@@ -552,7 +569,7 @@ static void on_opened(void *data, ssize_t res)
 	b->in_flight--;
 	if (res < 0) {
 		outcome_op(&b->o, (long)res, false, 0);
-		next(b, io, false, now_ns());
+		next(b, io, false, callback_now(b));
 		return;
 	}
 	queued(b, afio_close(b->ctx, (int)res, on_op_done, io));
@@ -571,7 +588,7 @@ static int run_library(struct bench *b)
 			      .events = POLLIN };
 	unsigned idle_after_cancel = 0;
 	bool canceled = false;
-	uint64_t t;
+	uint64_t t, t_end;
 	int n;
 
 	if (pfd.fd < 0)
@@ -584,17 +601,18 @@ static int run_library(struct bench *b)
 	if (!b->w.submit_each)
 		submit_timed(b);
 	while (b->in_flight) {
-		t = now_ns();
+		b->round_ns = t = now_ns();
 		b->in_poll = true;
 		n = afio_poll(b->ctx, b->wait_in_poll ? 1 : 0, b->wait_in_poll ? 1000 : 0);
 		b->in_poll = false;
+		t_end = now_ns();
 		if (!b->wait_in_poll)
-			stall_add(&b->o.stalls, now_ns() - t);
+			stall_add(&b->o.stalls, t_end - t);
 		if (n < 0 && n != -EINTR)
 			return n;
 		/* A request that never ends must not keep the run: 2 s past
 		   the end, what is left is canceled. */
-		if ((bench_interrupted || now_ns() > b->deadline + 2000000000ull) && !canceled) {
+		if ((bench_interrupted || t_end > b->deadline + 2000000000ull) && !canceled) {
 			if (!bench_interrupted)
 				fprintf(stderr, "afio-bench: %u requests still in flight 2 s after "
 					"the end; canceled\n", b->in_flight);
@@ -807,6 +825,7 @@ static void print_report(const struct opts *o, const struct bench *b, const stru
 	double p99 = percentile(oc->hist, oc->done, 0.99);
 	double p999 = percentile(oc->hist, oc->done, 0.999);
 	double ipc = cpu > 0 ? (double)oc->done / cpu : 0;
+	double cpu_ns = oc->done ? cpu * 1e9 / (double)oc->done : 0;
 	double stall_max = (double)oc->stalls.max_ns / 1000.0;
 	double stall_p99 = percentile(oc->stalls.hist, oc->stalls.calls, 0.99);
 
@@ -831,13 +850,14 @@ static void print_report(const struct opts *o, const struct bench *b, const stru
 		       "\"loop_stall_p99_us\": %.1f, \"loop_calls\": %" PRIu64 ", "
 		       "\"loop_slow_calls\": %" PRIu64 ", \"loop_slept_calls\": %" PRIu64 ", "
 		       "\"loop_slept_max_us\": %.1f, \"loop_preempted_calls\": %" PRIu64 ", "
-		       "\"engine\": \"%s\"}\n",
+		       "\"cpu_ns_per_req\": %.1f, \"engine\": \"%s\"}\n",
 		       rp->backend, afio_mode_name(o->mode), what, o->bs, o->qd,
 		       o->direct ? "true" : "false", iops, mib, cpu, ipc, p50, p99, p999,
 		       rp->fallbacks, oc->done, secs, rp->usr, rp->sys, o->threads, rp->nowait,
 		       oc->errors, o->submit_each ? "each" : "batch", stall_max, stall_p99,
 		       oc->stalls.calls, oc->stalls.slow, oc->stalls.slept,
-		       (double)oc->stalls.slept_max_ns / 1000.0, oc->stalls.preempted, rp->desc);
+		       (double)oc->stalls.slept_max_ns / 1000.0, oc->stalls.preempted, cpu_ns,
+		       rp->desc);
 		return;
 	}
 	printf("%s, %s %s bs=%" PRIu64 " qd=%u %s%s, %.2f s on %s\n", rp->desc,
@@ -845,8 +865,8 @@ static void print_report(const struct opts *o, const struct bench *b, const stru
 	       o->direct ? "direct" : "buffered",
 	       o->submit_each ? ", submitted one by one" : "", secs, rp->path);
 	printf("  IOPS %.0f   %.1f MiB/s\n", iops, mib);
-	printf("  CPU  %.3f s (user %.3f, sys %.3f), %.0f IOPS per CPU-second\n",
-	       cpu, rp->usr, rp->sys, ipc);
+	printf("  CPU  %.3f s (user %.3f, sys %.3f), %.0f IOPS per CPU-second, %.1f ns per "
+	       "request\n", cpu, rp->usr, rp->sys, ipc, cpu_ns);
 	printf("  latency us  p50 %.1f  p99 %.1f  p99.9 %.1f\n", p50, p99, p999);
 	printf("  loop stall us  max %.1f  p99 %.1f over %" PRIu64 " calls; of those over "
 	       "%u us, %" PRIu64 " slept (longest %.1f us), %" PRIu64 " were preempted\n",

@@ -137,8 +137,9 @@ static inline void stall_add(struct stalls *s, uint64_t ns)
 	}
 }
 
-/* What is done: reads and writes of --bs, or one of the ops. */
-enum bench_op { BOP_RW, BOP_OPENAT, BOP_STATX, BOP_SENDFILE };
+/* What is done: reads and writes of --bs, or one of the ops.  A nop does
+   nothing: what is left is what the library (or the raw loop) costs. */
+enum bench_op { BOP_RW, BOP_OPENAT, BOP_STATX, BOP_SENDFILE, BOP_NOP };
 extern const char *const bench_op_names[];
 int bench_op_parse(const char *s, enum bench_op *op);
 

@@ -25,11 +25,11 @@
 
 #define TREE_DIRS	16
 
-const char *const bench_op_names[] = { "rw", "openat", "statx", "sendfile" };
+const char *const bench_op_names[] = { "rw", "openat", "statx", "sendfile", "nop" };
 
 int bench_op_parse(const char *s, enum bench_op *op)
 {
-	for (unsigned i = BOP_OPENAT; i <= BOP_SENDFILE; i++)
+	for (unsigned i = BOP_OPENAT; i <= BOP_NOP; i++)
 		if (!strcmp(s, bench_op_names[i])) {
 			*op = (enum bench_op)i;
 			return 0;
@@ -226,6 +226,8 @@ int op_setup(struct op_target *t, enum bench_op op, const char *dir, const char 
 	memset(t, 0, sizeof(*t));
 	t->op = op;
 	t->file_fd = -1;
+	if (op == BOP_NOP)
+		return 0;
 	if (op == BOP_SENDFILE) {
 		t->file_fd = open(file, O_RDONLY | O_CLOEXEC);
 		if (t->file_fd < 0 || fstat(t->file_fd, &st))

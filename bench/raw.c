@@ -54,16 +54,22 @@ struct uring_run {
 static void uring_queue(struct uring_run *u, unsigned slot, uint64_t now)
 {
 	const struct workload *w = u->w;
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
-	uint64_t off = pick_block(w, &u->rnd, &u->next) * w->bs;
-
 	/* The SQ has qd entries and at most qd requests are out. */
-	if (w->write)
-		io_uring_prep_write(sqe, w->fd, w->bufs[slot], (unsigned)w->bs, off);
-	else
-		io_uring_prep_read(sqe, w->fd, w->bufs[slot], (unsigned)w->bs, off);
-	if (u->async)
-		sqe->flags |= IOSQE_ASYNC;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+	uint64_t off;
+
+	if (w->op == BOP_NOP) {
+		/* As the library sends it: a worker would have nothing to do. */
+		io_uring_prep_nop(sqe);
+	} else {
+		off = pick_block(w, &u->rnd, &u->next) * w->bs;
+		if (w->write)
+			io_uring_prep_write(sqe, w->fd, w->bufs[slot], (unsigned)w->bs, off);
+		else
+			io_uring_prep_read(sqe, w->fd, w->bufs[slot], (unsigned)w->bs, off);
+		if (u->async)
+			sqe->flags |= IOSQE_ASYNC;
+	}
 	io_uring_sqe_set_data64(sqe, slot);
 	u->t_start[slot] = now;
 	u->in_flight++;
@@ -119,10 +125,15 @@ static int raw_uring(const struct workload *w, bool async, struct outcome *o,
 		io_uring_for_each_cqe(&u.ring, head, cqe) {
 			unsigned slot = (unsigned)io_uring_cqe_get_data64(cqe);
 
+			bool ok = cqe->res == (w->op == BOP_NOP ? 0 : (int)w->bs);
+
 			seen++;
 			u.in_flight--;
-			outcome_io(o, cqe->res, w->bs, now - u.t_start[slot]);
-			if (cqe->res == (int)w->bs && keep_going(now, deadline))
+			if (w->op == BOP_NOP)
+				outcome_op(o, cqe->res, ok, now - u.t_start[slot]);
+			else
+				outcome_io(o, cqe->res, w->bs, now - u.t_start[slot]);
+			if (ok && keep_going(now, deadline))
 				uring_queue(&u, slot, now);
 		}
 		io_uring_cq_advance(&u.ring, seen);

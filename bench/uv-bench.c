@@ -193,7 +193,8 @@ int main(int argc, char **argv)
 		case 'T': r.w.runtime = strtod(optarg, NULL); break;
 		case 'j': json = true; break;
 		case 'o':
-			if (bench_op_parse(optarg, &r.w.op)) {
+			/* libuv has no request that does nothing. */
+			if (bench_op_parse(optarg, &r.w.op) || r.w.op == BOP_NOP) {
 				usage(stderr);
 				return 2;
 			}

@@ -191,6 +191,11 @@ AFIO_API int afio_sendfile(afio_ctx *ctx, int sock_fd, int file_fd, uint64_t off
    canceled.  The expiry makes afio_eventfd() readable like any completion. */
 AFIO_API int afio_timeout(afio_ctx *ctx, uint64_t ns, afio_cb cb, void *data);
 
+/* A request that does nothing and completes with res 0: a way to wake the
+   loop that watches afio_eventfd(), and the measure of what a request
+   costs.  It waits for no other request. */
+AFIO_API int afio_nop(afio_ctx *ctx, afio_cb cb, void *data);
+
 /* res: the new fd. */
 AFIO_API int afio_openat(afio_ctx *ctx, int dirfd, const char *path, int flags, mode_t mode,
 			 afio_cb cb, void *data);

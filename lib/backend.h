@@ -31,9 +31,17 @@ struct afio_engine {
 	unsigned handed;	/* requests this engine owns now */
 };
 
+/* What a backend can do beyond the contract every backend keeps. */
+enum afio_backend_caps {
+	/* Runs AFIO_OP_NOP itself; without it the core finishes a nop at
+	   once, with no system call. */
+	AFIO_CAP_NOP = 1u << 0,
+};
+
 struct afio_backend_ops {
 	enum afio_backend id;
 	const char *name;
+	unsigned caps;		/* enum afio_backend_caps */
 
 	/* 0 when the backend can run with cfg; else -errno and a reason. */
 	int (*probe)(const struct afio_config *cfg, char *reason, size_t len);

@@ -40,6 +40,7 @@ const struct afio_op_desc afio_op_descs[AFIO_OP_COUNT] = {
 	[AFIO_OP_RENAMEAT] = { "renameat", AFIO_KIND_SYNC, 0 },
 	[AFIO_OP_UNLINKAT] = { "unlinkat", AFIO_KIND_SYNC, 0 },
 	[AFIO_OP_MKDIRAT] = { "mkdirat", AFIO_KIND_SYNC, 0 },
+	[AFIO_OP_NOP] = { "nop", AFIO_KIND_NOP, 0 },
 };
 
 unsigned afio_op_count(void)
@@ -62,6 +63,10 @@ int afio_op_native(const afio_ctx *ctx, unsigned op, char *how, size_t len)
 	if (op >= AFIO_OP_COUNT)
 		return -EINVAL;
 	e = &ctx->primary;
+	if (op == AFIO_OP_NOP && !(e->ops->caps & AFIO_CAP_NOP)) {
+		afio_reason(how, len, "finished by the library, no system call");
+		return 1;
+	}
 	return e->ops->op_native(e, (enum afio_op)op, how, len);
 }
 
@@ -588,4 +593,30 @@ int afio_mkdirat(afio_ctx *ctx, int dirfd, const char *path, mode_t mode,
 		 afio_cb cb, void *data)
 {
 	return queue_path(ctx, AFIO_OP_MKDIRAT, dirfd, path, 0, mode, cb, data);
+}
+
+/* ---- nothing ---- */
+
+/*
+ * A backend without a nop of its own would spend a hand-off (or a worker)
+ * on doing nothing; the core finishes the request as it is queued, which
+ * costs no system call, and its callback runs in the next afio_poll().
+ */
+int afio_nop(afio_ctx *ctx, afio_cb cb, void *data)
+{
+	struct afio_req *r;
+	int ret = check_ctx(ctx, cb);
+
+	if (ret)
+		return ret;
+	r = new_req(ctx, AFIO_OP_NOP, -1, cb, data, &ret);
+	if (!r)
+		return ret;
+	if (ctx->primary.ops->caps & AFIO_CAP_NOP)
+		return enqueue(ctx, r);
+	r->gen++;
+	ctx->st.submitted++;
+	afio_count_nowait(ctx);
+	afio_req_done(r, 0);
+	return 0;
 }

@@ -35,6 +35,7 @@
  *   RENAMEAT        olddir   oldpath        newpath    -         -      RENAME_* -   (fd2: newdir)
  *   UNLINKAT        dirfd    path           -          -         -      AT_*     -
  *   MKDIRAT         dirfd    path           -          -         -      -        mode
+ *   NOP             -        -              -          -         -      -        -
  */
 enum afio_op {
 	AFIO_OP_READ,
@@ -60,6 +61,7 @@ enum afio_op {
 	AFIO_OP_RENAMEAT,
 	AFIO_OP_UNLINKAT,
 	AFIO_OP_MKDIRAT,
+	AFIO_OP_NOP,
 	AFIO_OP_COUNT,
 };
 
@@ -69,6 +71,7 @@ enum afio_op_kind {
 	AFIO_KIND_SOCKET,	/* waits for readiness, then moves without blocking */
 	AFIO_KIND_TIMER,
 	AFIO_KIND_SYNC,		/* one system call that may block: fsync, paths, ... */
+	AFIO_KIND_NOP,		/* nothing to do: the core finishes it where the backend cannot */
 };
 
 struct afio_op_desc {

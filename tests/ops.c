@@ -2869,6 +2869,133 @@ START_TEST(test_cancel_sendfile_midway)
 }
 END_TEST
 
+/* ---- nop ---- */
+
+struct nop_chain {
+	afio_ctx *ctx;
+	int left, calls;
+	ssize_t bad;		/* the first result that was not 0 */
+};
+
+static void on_nop_chain(void *data, ssize_t res)
+{
+	struct nop_chain *c = data;
+
+	c->calls++;
+	if (res && !c->bad)
+		c->bad = res;
+	if (--c->left > 0)
+		queued(afio_nop(c->ctx, on_nop_chain, c), "nop from its own callback");
+}
+
+/*
+ * A context's worth of nops each complete once with 0, as does a chain of
+ * nops each queued from the last one's callback; with entries in use the
+ * next is refused with -EAGAIN, and bad arguments fail at once.
+ */
+START_TEST(test_nop)
+{
+	enum { ENTRIES = 16, CHAIN = 1000 };
+	afio_ctx *ctx = tu_ctx(target_backend, target_mode, ENTRIES);
+	struct tu_done d[ENTRIES], extra = { 0 };
+	struct nop_chain c = { .ctx = ctx, .left = CHAIN };
+	struct afio_stats st;
+	int64_t end;
+
+	memset(d, 0, sizeof(d));
+	for (int i = 0; i < ENTRIES; i++)
+		queued(afio_nop(ctx, tu_on_done, &d[i]), "nop");
+	expect_eq(afio_nop(ctx, tu_on_done, &extra), -EAGAIN, "nop past entries");
+	for (int i = 0; i < ENTRIES; i++) {
+		wait_once(ctx, &d[i], "nop");
+		expect_eq(d[i].res, 0, "nop");
+	}
+	ck_assert_int_eq(extra.calls, 0);
+
+	queued(afio_nop(ctx, on_nop_chain, &c), "nop");
+	end = now_ns() + HANG_MS * NS_PER_MS;
+	while (c.left > 0) {
+		ck_assert_msg(now_ns() < end, "a chain of nops on %s stopped at %d of %d",
+			      target_name(), CHAIN - c.left, CHAIN);
+		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+	}
+	ck_assert_int_eq(c.calls, CHAIN);
+	expect_eq(c.bad, 0, "a nop of the chain");
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.in_flight, 0);
+	ck_assert_uint_eq(st.completed, ENTRIES + CHAIN);
+	ck_assert_uint_eq(st.fallbacks, 0);
+
+	expect_eq(afio_nop(NULL, tu_on_done, &extra), -EINVAL, "nop without a context");
+	expect_eq(afio_nop(ctx, NULL, &extra), -EINVAL, "nop without a callback");
+	ck_assert_int_eq(extra.calls, 0);
+	afio_destroy(ctx);
+}
+END_TEST
+
+/*
+ * What a program queues a nop for: to wake its own loop.  The loop
+ * watches only the eventfd; after a nop is submitted it becomes readable
+ * and the callback runs in the afio_poll() that follows.
+ */
+START_TEST(test_nop_wakes_eventfd)
+{
+	afio_ctx *ctx = new_ctx();
+	int efd = afio_eventfd(ctx);
+	struct pollfd pfd = { .fd = efd, .events = POLLIN };
+	struct tu_done d = { 0 };
+
+	ck_assert_int_ge(efd, 0);
+	for (int round = 0; round < 3; round++) {
+		int n;
+
+		memset(&d, 0, sizeof(d));
+		queued(afio_nop(ctx, tu_on_done, &d), "nop");
+		ck_assert_int_ge(afio_submit(ctx), 0);
+		do
+			n = poll(&pfd, 1, HANG_MS);
+		while (n < 0 && errno == EINTR);
+		ck_assert_msg(n == 1, "round %d on %s: the eventfd was not readable after a nop",
+			      round, target_name());
+		ck_assert_int_eq(d.calls, 0);
+		ck_assert_int_eq(afio_poll(ctx, 0, 0), 1);
+		ck_assert_int_eq(d.calls, 1);
+		expect_eq(d.res, 0, "nop");
+		/* Nothing left to run: the eventfd is quiet again. */
+		ck_assert_int_eq(poll(&pfd, 1, 0), 0);
+	}
+	afio_destroy(ctx);
+}
+END_TEST
+
+/* A nop canceled before it is submitted gives -ECANCELED, one already
+   finished keeps its 0: either way exactly one callback; destroy with
+   nops queued runs each once. */
+START_TEST(test_nop_cancel_destroy)
+{
+	afio_ctx *ctx = new_ctx();
+	struct tu_done d = { 0 }, q[4];
+	int n;
+
+	queued(afio_nop(ctx, tu_on_done, &d), "nop");
+	n = afio_cancel(ctx, &d);
+	ck_assert_msg(n == 1 || n == -ENOENT, "cancel of a nop on %s: %s", target_name(),
+		      res_str(n));
+	wait_once(ctx, &d, "canceled nop");
+	expect_eq(d.res, n == 1 ? -ECANCELED : 0, "canceled nop");
+
+	memset(q, 0, sizeof(q));
+	for (int i = 0; i < 4; i++)
+		queued(afio_nop(ctx, tu_on_done, &q[i]), "nop");
+	afio_destroy(ctx);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(q[i].calls, 1);
+		ck_assert_msg(q[i].res == 0 || q[i].res == -ECANCELED,
+			      "nop destroyed on %s: %s", target_name(), res_str(q[i].res));
+	}
+}
+END_TEST
+
 /* ---- the op table ---- */
 
 /* Every call that queues a request, by its op's name: afio_readv2 and
@@ -2877,7 +3004,7 @@ static const char *const every_op[] = {
 	"read", "write", "readv", "writev", "fsync", "recv", "send",
 	"accept", "connect", "sendmsg", "recvmsg", "sendfile", "timeout",
 	"openat", "openat2", "close", "statx",
-	"fallocate", "ftruncate", "sync_range", "renameat", "unlinkat", "mkdirat",
+	"fallocate", "ftruncate", "sync_range", "renameat", "unlinkat", "mkdirat", "nop",
 };
 #define N_OPS (sizeof(every_op) / sizeof(every_op[0]))
 
@@ -3308,6 +3435,13 @@ static unsigned run_mkdirat(afio_ctx *ctx, struct fixture *f)
 	return 1;
 }
 
+static unsigned run_nop(afio_ctx *ctx, struct fixture *f)
+{
+	(void)f;
+	EXPECT(ctx, 0, afio_nop(ctx, tu_on_done, &d));
+	return 1;
+}
+
 /* Each queues and checks requests of one op; returns how many. */
 static const struct {
 	const char *op;
@@ -3321,6 +3455,7 @@ static const struct {
 	{ "close", run_close }, { "statx", run_statx }, { "fallocate", run_fallocate },
 	{ "ftruncate", run_ftruncate }, { "sync_range", run_sync_range },
 	{ "renameat", run_renameat }, { "unlinkat", run_unlinkat }, { "mkdirat", run_mkdirat },
+	{ "nop", run_nop },
 };
 
 /*
@@ -3393,6 +3528,9 @@ static Suite *ops_suite(void)
 	tcase_add_test(timers, test_timeout_beside_io);
 	tcase_add_test(timers, test_timeout_cancel_race);
 	tcase_add_test(timers, test_timeout_by_eventfd);
+	tcase_add_test(timers, test_nop);
+	tcase_add_test(timers, test_nop_wakes_eventfd);
+	tcase_add_test(timers, test_nop_cancel_destroy);
 	tcase_add_test(files, test_openat);
 	tcase_add_test(files, test_openat2);
 	tcase_add_test(files, test_close);
