@@ -130,7 +130,7 @@ struct uring {
 	struct afio_reqq next_steps;	/* sendfiles whose next SQE waits for room */
 	struct afio_reqq pipe_waiters;	/* sendfiles that wait for a pipe */
 	unsigned pipes_out;		/* pipes sendfiles hold now */
-	struct afio_reqq again;		/* canceled by the exit of their thread */
+	struct afio_reqq again;		/* to go to the kernel again (must_go_again()) */
 	pid_t *submitters;		/* by slot index: the thread that submitted it */
 	int (*spare_pipes)[2];		/* emptied pipes, for the next sendfile */
 	unsigned nspare;
@@ -345,6 +345,14 @@ static bool in_ring(const struct uring *u, uint64_t ud)
 	const struct afio_req *r = u->reqs[(uint32_t)ud & UD_INDEX];
 
 	return r && r->gen == (uint32_t)(ud >> 32);
+}
+
+/* r leaves its slot: nothing of its own state may be found there by the
+   request that takes the slot next. */
+static void release_slot(struct uring *u, const struct afio_req *r)
+{
+	u->reqs[r->index] = NULL;
+	u->cancel_waits[r->index] = false;
 }
 
 static unsigned clamp_len(size_t len)
@@ -710,6 +718,29 @@ static pid_t self_tid(void)
 	return tid;
 }
 
+/* ---- what goes to the kernel again ---- */
+
+/*
+ * io_uring cancels what a thread submitted when the thread exits: at once
+ * what io-wq had not started, and a request waiting by poll once its file
+ * is ready (it completes then without the task).  Such a -ECANCELED,
+ * asked for by nobody and reaped by another thread than the one that
+ * submitted, means the request did nothing: it goes again, from this
+ * thread, as on the other backends, where a thread's exit changes nothing.
+ * A timer would start over and a connect may be under way: they keep the
+ * -ECANCELED.  Reaped by its own
+ * submitter it is the kernel's own answer (no io-wq worker could be
+ * started), and stays.
+ */
+static bool must_go_again(const struct uring *u, const struct afio_req *r, ssize_t res)
+{
+	if (r->cancel)
+		return false;
+	return res == -ECANCELED && !(u->flags & IORING_SETUP_SQPOLL) &&
+	       r->op != AFIO_OP_TIMEOUT && r->op != AFIO_OP_CONNECT &&
+	       u->submitters[r->index] != self_tid();
+}
+
 /* ---- sendfile: file -> pipe -> socket, all in the kernel ---- */
 
 /*
@@ -790,29 +821,43 @@ static uint64_t cancel_target(const struct uring *u, const struct afio_req *r)
 	return ud_of(r);
 }
 
-/* false when the SQ has no room for the whole chain now. */
+/*
+ * Everything but the pipe starts afresh: a state left by the request that
+ * held the slot before (a lost step of one canceled meanwhile, say) would
+ * make this one send its range twice.
+ */
+static void sendfile_clear(struct sendfile_state *sf)
+{
+	*sf = (struct sendfile_state){
+		.pipe = { sf->pipe[0], sf->pipe[1] },
+		.pipe_size = sf->pipe_size,
+		.step = SF_CHAIN,
+	};
+}
+
+/* false when the SQ has no room for the whole chain now.  The chain
+   takes what is left of the range, so that no byte goes twice and the
+   result never exceeds the length asked for. */
 static bool sendfile_start(struct uring *u, struct afio_req *r)
 {
 	struct sendfile_state *sf = &u->sendfiles[r->index];
+	size_t left = r->len - r->progress;
 	struct io_uring_sqe *in, *out;
 	unsigned n;
 
 	if (io_uring_sq_space_left(&u->ring) < 2 && (push_sq(u) ||
 	    io_uring_sq_space_left(&u->ring) < 2))
 		return false;
-	n = (unsigned)(r->len < sf->pipe_size ? r->len : sf->pipe_size);
+	n = (unsigned)(left < sf->pipe_size ? left : sf->pipe_size);
 	in = take_sqe(u);
-	io_uring_prep_splice(in, r->fd2, (int64_t)r->off, sf->pipe[1], -1, n, 0);
+	io_uring_prep_splice(in, r->fd2, (int64_t)(r->off + r->progress), sf->pipe[1], -1, n, 0);
 	io_uring_sqe_set_flags(in, IOSQE_IO_LINK);
 	io_uring_sqe_set_data64(in, ud_of(r) | UD_SPLICE_IN);
 	out = take_sqe(u);
 	io_uring_prep_splice(out, sf->pipe[0], -1, r->fd, -1, n, 0);
 	io_uring_sqe_set_data64(out, ud_of(r));
-	sf->in_pipe = 0;
-	sf->in_res = 0;
-	sf->last_res = 0;
+	sendfile_clear(sf);
 	sf->pending = 2;
-	sf->step = SF_CHAIN;
 	return true;
 }
 
@@ -864,7 +909,7 @@ static bool wait_for_pipe(struct afio_engine *e, struct afio_req *r)
 	afio_engine_take(e, r);
 	u->reqs[r->index] = r;
 	u->submitters[r->index] = self_tid();
-	u->sendfiles[r->index].pending = 0;
+	sendfile_clear(&u->sendfiles[r->index]);
 	afio_reqq_push(&u->pipe_waiters, r);
 	return true;
 }
@@ -887,8 +932,8 @@ static void sendfile_finish(struct uring *u, struct afio_req *r)
 	if (res == -EINVAL && lseek(r->fd2, 0, SEEK_CUR) < 0 && errno == ESPIPE)
 		res = -ESPIPE;
 	put_pipe(u, sf);
-	u->reqs[r->index] = NULL;
-	u->cancel_waits[r->index] = false;
+	sendfile_clear(sf);
+	release_slot(u, r);
 	afio_req_done(r, res);
 }
 
@@ -899,7 +944,7 @@ static void sendfile_next(struct uring *u, struct afio_req *r)
 	struct sendfile_state *sf = &u->sendfiles[r->index];
 	int res = sf->last_res;
 
-	if (sf->lost && !r->cancel) {
+	if (sf->lost && !r->cancel && (sf->in_pipe || r->progress < r->len)) {
 		sf->lost = false;
 		sf->step = sf->in_pipe ? SF_OUT : SF_RESTART;
 		afio_reqq_push(&u->next_steps, r);
@@ -920,9 +965,8 @@ static void sendfile_cqe(struct uring *u, struct afio_req *r, uint64_t ud, int r
 
 	sf->pending--;
 	/* Its submitter exited and the kernel dropped the step: it is done
-	   again, as submit_again() does for a whole request. */
-	if (res == -ECANCELED && !r->cancel && !(u->flags & IORING_SETUP_SQPOLL) &&
-	    u->submitters[r->index] != self_tid())
+	   again, as must_go_again() has a whole request done again. */
+	if (must_go_again(u, r, res))
 		sf->lost = true;
 	else if (ud & UD_SPLICE_IN) {
 		sf->in_res = res;
@@ -987,23 +1031,9 @@ static bool is_own_eventfd(const struct afio_engine *e, const struct afio_req *r
 
 /* ---- requests of a thread that exited ---- */
 
-
-/*
- * io_uring cancels what a thread submitted when the thread exits: at once
- * what io-wq had not started, and a request waiting by poll once its file
- * is ready (it completes then without the task).  Such a -ECANCELED,
- * asked for by nobody and reaped by another thread than the one that
- * submitted, means the request did nothing: it goes again, from this
- * thread, as on the other backends, where a thread's exit changes nothing.
- * A timer would start over and a connect may be under way: they keep the
- * -ECANCELED.  Reaped by its own submitter it is the kernel's own answer
- * (no io-wq worker could be started), and stays.
- */
 static bool submit_again(struct uring *u, struct afio_req *r, ssize_t res)
 {
-	if (res != -ECANCELED || r->cancel || (u->flags & IORING_SETUP_SQPOLL) ||
-	    r->op == AFIO_OP_TIMEOUT || r->op == AFIO_OP_CONNECT ||
-	    u->submitters[r->index] == self_tid())
+	if (!must_go_again(u, r, res))
 		return false;
 	afio_reqq_push(&u->again, r);
 	return true;
@@ -1080,6 +1110,14 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 
 /* ---- completions ---- */
 
+/* A canceled socket request that io-wq had started ends with -EINTR. */
+static ssize_t finish_res(const struct afio_req *r, ssize_t res)
+{
+	if (r->cancel && res == -EINTR)
+		return -ECANCELED;
+	return res;
+}
+
 static void cancel_answered(struct uring *u, uint64_t ud, int res);
 static void retry_due(struct uring *u, uint32_t index);
 
@@ -1113,12 +1151,8 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 	}
 	if (submit_again(u, r, res))
 		return;
-	u->reqs[index] = NULL;
-	u->cancel_waits[index] = false;
-	/* A canceled socket request that io-wq had started ends with -EINTR. */
-	if (r->cancel && res == -EINTR)
-		res = -ECANCELED;
-	afio_req_done(r, res);
+	release_slot(u, r);
+	afio_req_done(r, finish_res(r, res));
 }
 
 static unsigned reap_batch(struct afio_engine *e)
@@ -1353,7 +1387,7 @@ static void uring_cancel(struct afio_engine *e, struct afio_req *r)
 	}
 	/* Waiting to go again: nothing of it is in the kernel. */
 	if (!afio_reqq_remove(&u->again, r)) {
-		u->reqs[r->index] = NULL;
+		release_slot(u, r);
 		afio_req_done(r, afio_req_stopped(r, -ECANCELED));
 		return;
 	}
