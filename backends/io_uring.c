@@ -731,11 +731,21 @@ static pid_t self_tid(void)
  * -ECANCELED.  Reaped by its own
  * submitter it is the kernel's own answer (no io-wq worker could be
  * started), and stays.
+ *
+ * An io-wq worker interrupted in a blocking call (its submitter exited, or
+ * the ring is being torn down) may complete the request with the code the
+ * kernel gives a system call to restart (ERESTARTSYS and its kin, 512-516,
+ * which net and read/write requests turn into EINTR but splice and others
+ * do not): the call did nothing, and the request goes again, in every
+ * mode, as a restarted system call would (asyncfio(7)).  A canceled
+ * request ends instead (finish_res()).
  */
 static bool must_go_again(const struct uring *u, const struct afio_req *r, ssize_t res)
 {
 	if (r->cancel)
 		return false;
+	if (afio_is_restart_code(res))
+		return true;
 	return res == -ECANCELED && !(u->flags & IORING_SETUP_SQPOLL) &&
 	       r->op != AFIO_OP_TIMEOUT && r->op != AFIO_OP_CONNECT &&
 	       u->submitters[r->index] != self_tid();
@@ -964,7 +974,7 @@ static void sendfile_cqe(struct uring *u, struct afio_req *r, uint64_t ud, int r
 	struct sendfile_state *sf = &u->sendfiles[r->index];
 
 	sf->pending--;
-	/* Its submitter exited and the kernel dropped the step: it is done
+	/* The kernel dropped the step or was interrupted in it: it is done
 	   again, as must_go_again() has a whole request done again. */
 	if (must_go_again(u, r, res))
 		sf->lost = true;
@@ -1029,7 +1039,7 @@ static bool is_own_eventfd(const struct afio_engine *e, const struct afio_req *r
 	return afio_op_kind(r->op) == AFIO_KIND_FILE_RW && r->fd == afio_ctx_eventfd(e->ctx);
 }
 
-/* ---- requests of a thread that exited ---- */
+/* ---- requests of a thread that exited, or interrupted ---- */
 
 static bool submit_again(struct uring *u, struct afio_req *r, ssize_t res)
 {
@@ -1110,10 +1120,11 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 
 /* ---- completions ---- */
 
-/* A canceled socket request that io-wq had started ends with -EINTR. */
+/* A canceled request that io-wq had started ends with -EINTR (sockets) or
+   a restart code (the rest): either is the cancel's doing. */
 static ssize_t finish_res(const struct afio_req *r, ssize_t res)
 {
-	if (r->cancel && res == -EINTR)
+	if (r->cancel && (res == -EINTR || afio_is_restart_code(res)))
 		return -ECANCELED;
 	return res;
 }
