@@ -130,8 +130,10 @@ struct uring {
 	struct afio_reqq next_steps;	/* sendfiles whose next SQE waits for room */
 	struct afio_reqq pipe_waiters;	/* sendfiles that wait for a pipe */
 	unsigned pipes_out;		/* pipes sendfiles hold now */
-	struct afio_reqq again;		/* to go to the kernel again (must_go_again()) */
+	struct afio_reqq again;		/* to go to the kernel again (must_go_again(),
+					   connect_goes_on()) */
 	pid_t *submitters;		/* by slot index: the thread that submitted it */
+	bool *connect_waits;		/* by slot index: a connect waits for POLLOUT */
 	int (*spare_pipes)[2];		/* emptied pipes, for the next sendfile */
 	unsigned nspare;
 };
@@ -353,6 +355,7 @@ static void release_slot(struct uring *u, const struct afio_req *r)
 {
 	u->reqs[r->index] = NULL;
 	u->cancel_waits[r->index] = false;
+	u->connect_waits[r->index] = false;
 }
 
 static unsigned clamp_len(size_t len)
@@ -457,10 +460,13 @@ static void prep_accept(struct uring *u, struct io_uring_sqe *sqe, struct afio_r
 	io_uring_prep_accept(sqe, r->fd, NULL, NULL, r->flags);
 }
 
+/* The connect, or the wait for its end (connect_goes_on()). */
 static void prep_connect(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
-	(void)u;
-	io_uring_prep_connect(sqe, r->fd, r->addr, (socklen_t)r->len);
+	if (u->connect_waits[r->index])
+		io_uring_prep_poll_add(sqe, r->fd, POLLOUT);
+	else
+		io_uring_prep_connect(sqe, r->fd, r->addr, (socklen_t)r->len);
 }
 
 static void prep_sendmsg(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
@@ -727,8 +733,7 @@ static pid_t self_tid(void)
  * asked for by nobody and reaped by another thread than the one that
  * submitted, means the request did nothing: it goes again, from this
  * thread, as on the other backends, where a thread's exit changes nothing.
- * A timer would start over and a connect may be under way: they keep the
- * -ECANCELED.  Reaped by its own
+ * A timer would start over: it keeps the -ECANCELED.  Reaped by its own
  * submitter it is the kernel's own answer (no io-wq worker could be
  * started), and stays.
  *
@@ -747,8 +752,7 @@ static bool must_go_again(const struct uring *u, const struct afio_req *r, ssize
 	if (afio_is_restart_code(res))
 		return true;
 	return res == -ECANCELED && !(u->flags & IORING_SETUP_SQPOLL) &&
-	       r->op != AFIO_OP_TIMEOUT && r->op != AFIO_OP_CONNECT &&
-	       u->submitters[r->index] != self_tid();
+	       r->op != AFIO_OP_TIMEOUT && u->submitters[r->index] != self_tid();
 }
 
 /* ---- sendfile: file -> pipe -> socket, all in the kernel ---- */
@@ -1041,10 +1045,48 @@ static bool is_own_eventfd(const struct afio_engine *e, const struct afio_req *r
 
 /* ---- requests of a thread that exited, or interrupted ---- */
 
+/* A connect the kernel dropped may have been under way: the next one
+   may find it so, or made (connect_goes_on()). */
 static bool submit_again(struct uring *u, struct afio_req *r, ssize_t res)
 {
 	if (!must_go_again(u, r, res))
 		return false;
+	if (r->op == AFIO_OP_CONNECT)
+		r->started = 1;
+	afio_reqq_push(&u->again, r);
+	return true;
+}
+
+/*
+ * A connect completes once the connection is made or has failed, on every
+ * backend.  On a socket with O_NONBLOCK the kernel's CONNECT can end while
+ * the connection is under way (EINPROGRESS, EALREADY; EINTR interrupted a
+ * connect that goes on): then it waits for POLLOUT and connects again, and
+ * that connect says how it ended, as the pool does (connect_nowait()): 0,
+ * EISCONN (made meanwhile), the error, or EALREADY (still under way, wait
+ * again).  Asking connect rather than SO_ERROR leaves the socket as a
+ * blocking connect(2) would (connected, or unconnected after a failure)
+ * and gives the same answer as the other backends, from the same call.
+ */
+static bool connect_goes_on(struct uring *u, struct afio_req *r, ssize_t *res)
+{
+	bool *waits = &u->connect_waits[r->index];
+
+	if (r->cancel)
+		return false;
+	if (*waits) {
+		*waits = false;
+		if (*res < 0)
+			return false;
+	} else if (*res == -EISCONN && r->started) {
+		*res = 0;
+		return false;
+	} else if (*res == -EINPROGRESS || *res == -EALREADY || *res == -EINTR) {
+		r->started = 1;
+		*waits = true;
+	} else {
+		return false;
+	}
 	afio_reqq_push(&u->again, r);
 	return true;
 }
@@ -1161,6 +1203,8 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 		return;
 	}
 	if (submit_again(u, r, res))
+		return;
+	if (r->op == AFIO_OP_CONNECT && connect_goes_on(u, r, &res))
 		return;
 	release_slot(u, r);
 	afio_req_done(r, finish_res(r, res));
@@ -1431,6 +1475,7 @@ static void free_uring(struct uring *u)
 	free(u->cancel_waits);
 	free(u->retry_armed);
 	free(u->submitters);
+	free(u->connect_waits);
 	free(u);
 }
 
@@ -1463,6 +1508,7 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 	u->cancel_waits = calloc(u->nslots, sizeof(*u->cancel_waits));
 	u->retry_armed = calloc(u->nslots, sizeof(*u->retry_armed));
 	u->submitters = calloc(u->nslots, sizeof(*u->submitters));
+	u->connect_waits = calloc(u->nslots, sizeof(*u->connect_waits));
 	u->retry_after.tv_nsec = RETRY_NS;
 	u->timespecs = calloc(u->nslots, sizeof(*u->timespecs));
 	u->sendfiles = calloc(u->nslots, sizeof(*u->sendfiles));
@@ -1473,7 +1519,7 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 		u->sendfiles[i].pipe[0] = u->sendfiles[i].pipe[1] = -1;
 	afio_reqq_init(&u->again);
 	if (!u->reqs || !u->cancels || !u->cancel_waits || !u->retry_armed || !u->submitters ||
-	    !u->timespecs || !u->sendfiles || !u->spare_pipes) {
+	    !u->connect_waits || !u->timespecs || !u->sendfiles || !u->spare_pipes) {
 		free_uring(u);
 		return -ENOMEM;
 	}
