@@ -1254,9 +1254,10 @@ static void uring_reap(struct afio_engine *e)
 
 static void queue_cancel(struct uring *u, uint64_t ud);
 
-/* SQPOLL: ask again for every canceled request still in the ring, once
-   the earlier asks are answered; a repeated ask for one that has already
-   finished is answered -ENOENT and changes nothing. */
+/* Ask again for every canceled request still in the ring, once the
+   earlier asks are answered (uring_wait(): with SQPOLL before each slice,
+   else after a slice in which nothing came); a repeated ask for one that
+   has already finished is answered -ENOENT and changes nothing. */
 static void recancel(struct uring *u)
 {
 	if (u->ncancels)
@@ -1318,6 +1319,15 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 		   so wait on what still works. */
 		u->dropped = true;
 		return 0;
+	}
+	/* A wait that ran out with canceled requests still in the ring:
+	   each is asked again, so that one a cancel missed (answered while
+	   the kernel moved it from a worker to a poll wait, say) cannot keep
+	   afio_destroy(), which waits in slices, waiting for good. */
+	if (ret == -ETIME) {
+		recancel(u);
+		push_cancels(u);
+		push_sq(u);
 	}
 	return ret < 0 ? ret : 0;
 }
