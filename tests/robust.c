@@ -21,6 +21,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "asyncfio.h"
@@ -397,6 +398,106 @@ END_TEST
 START_TEST(test_cancel_pipe_read_whose_fd_was_reused)
 {
 	race_reuse(true);
+}
+END_TEST
+
+/*
+ * The pattern of a run that once did not end on io_uring ASYNC: in each
+ * of several contexts, rounds of a MSG_WAITALL receive on a socket whose
+ * number is then closed and taken by a file, one byte from the peer (the
+ * receive takes it and waits for the rest), a cancel; then afio_destroy()
+ * with whatever is still in flight.  Every request completes once and
+ * every destroy returns, which a watchdog thread checks.
+ */
+#define REUSE_CONTEXTS	8
+#define REUSE_ROUNDS	250
+
+struct watchdog {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool done;
+	const char *what;
+};
+
+static void *watch(void *arg)
+{
+	struct watchdog *w = arg;
+	struct timespec until;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += HANG_MS / 1000;
+	pthread_mutex_lock(&w->lock);
+	while (!w->done && ret != ETIMEDOUT)
+		ret = pthread_cond_timedwait(&w->wake, &w->lock, &until);
+	if (!w->done) {
+		fprintf(stderr, "%s: no return after %d ms\n", w->what, HANG_MS);
+		abort();
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* afio_destroy(ctx), or the test fails (the process aborts) if it does not
+   return within HANG_MS. */
+static void destroy_or_hang(afio_ctx *ctx, const char *what)
+{
+	struct watchdog w = { .what = what };
+	pthread_t t;
+
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.wake, NULL);
+	ck_assert_int_eq(pthread_create(&t, NULL, watch, &w), 0);
+	afio_destroy(ctx);
+	pthread_mutex_lock(&w.lock);
+	w.done = true;
+	pthread_cond_signal(&w.wake);
+	pthread_mutex_unlock(&w.lock);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	pthread_cond_destroy(&w.wake);
+	pthread_mutex_destroy(&w.lock);
+}
+
+START_TEST(test_destroy_after_cancels_on_reused_fds)
+{
+	static struct tu_done d[REUSE_ROUNDS];
+	static char in[REUSE_ROUNDS][4];
+	int file = open("/dev/null", O_RDONLY | O_CLOEXEC), sv[2];
+	char what[64];
+
+	ck_assert_int_ge(file, 0);
+
+	for (int c = 0; c < REUSE_CONTEXTS; c++) {
+		afio_ctx *ctx = new_ctx(REUSE_ROUNDS);
+
+		memset(d, 0, sizeof(d));
+		for (int i = 0; i < REUSE_ROUNDS; i++) {
+			tu_socketpair(sv);
+			ck_assert_int_eq(afio_recv(ctx, sv[0], in[i], sizeof(in[i]), MSG_WAITALL,
+						   tu_on_done, &d[i]), 0);
+			ck_assert_int_eq(afio_submit(ctx), 1);
+			if (i % 2)
+				ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+			ck_assert_int_eq(dup2(file, sv[0]), sv[0]);
+			/* EPIPE: the receive had not yet taken the socket. */
+			ck_assert(send(sv[1], "x", 1, MSG_NOSIGNAL) == 1 || errno == EPIPE);
+			afio_cancel(ctx, &d[i]);
+			/* Some complete here, the rest are left to the destroy. */
+			ck_assert_int_ge(afio_poll(ctx, 0, i % 3 ? 0 : 1), 0);
+			close(sv[0]);
+			close(sv[1]);
+		}
+		snprintf(what, sizeof(what), "afio_destroy() of context %d", c);
+		destroy_or_hang(ctx, what);
+		for (int i = 0; i < REUSE_ROUNDS; i++)
+			/* Bound to the socket: canceled, or its byte (and the end
+			   once the peer is gone); to the file: ENOTSOCK; to no
+			   fd, taken after the round closed it: EBADF. */
+			ck_assert_msg(d[i].calls == 1 && (d[i].res == -ECANCELED || d[i].res == 1 ||
+				      d[i].res == 0 || d[i].res == -ENOTSOCK || d[i].res == -EBADF),
+				      "context %d round %d: %d calls, %zd", c, i, d[i].calls, d[i].res);
+	}
+	close(file);
 }
 END_TEST
 
@@ -1034,6 +1135,7 @@ static Suite *robust_suite(void)
 	suite_add_tcase(s, destroy);
 	tcase_add_test(reuse, test_cancel_recv_whose_fd_was_reused);
 	tcase_add_test(reuse, test_cancel_pipe_read_whose_fd_was_reused);
+	tcase_add_test(reuse, test_destroy_after_cancels_on_reused_fds);
 	suite_add_tcase(s, reuse);
 	tcase_add_test(nofd, test_no_fd_left_for_waiting_sockets);
 	suite_add_tcase(s, nofd);
