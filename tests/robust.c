@@ -1113,6 +1113,67 @@ START_TEST(test_sendfile_after_canceled_one_of_a_gone_thread)
 }
 END_TEST
 
+struct exiting_connect {
+	afio_ctx *ctx;
+	int sock;
+	struct sockaddr_in addr;
+	struct tu_done d;
+};
+
+static void *connect_and_exit(void *arg)
+{
+	struct exiting_connect *x = arg;
+
+	ck_assert_int_eq(afio_connect(x->ctx, x->sock, (struct sockaddr *)&x->addr,
+				      sizeof(x->addr), tu_on_done, &x->d), 0);
+	ck_assert_int_eq(afio_submit(x->ctx), 1);
+	return NULL;
+}
+
+/*
+ * A connect submitted by a thread that exits while its SYN goes
+ * unanswered (the listener's queue is full): once the queue has room and
+ * the SYN is sent again, the connect completes with 0, as it would had
+ * the thread stayed (io_uring gave -ECANCELED).
+ */
+START_TEST(test_connect_outlives_its_thread)
+{
+	struct exiting_connect x = { 0 };
+	socklen_t len = sizeof(x.addr);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), first, s;
+	pthread_t t;
+
+	x.addr.sin_family = AF_INET;
+	x.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_ge(l, 0);
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&x.addr, sizeof(x.addr)), 0);
+	/* Backlog 0 holds one connection; a SYN beyond it is dropped. */
+	ck_assert_int_eq(listen(l, 0), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&x.addr, &len), 0);
+	first = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_eq(connect(first, (struct sockaddr *)&x.addr, len), 0);
+	x.ctx = new_ctx(0);
+	x.sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(x.sock, 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, connect_and_exit, &x), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_ge(afio_poll(x.ctx, 0, 10), 0);
+	s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(s, 0);
+	close(s);
+	wait_done_or_hang(x.ctx, &x.d, "connect of a thread that exited");
+	ck_assert_int_eq(x.d.calls, 1);
+	ck_assert_int_eq(x.d.res, 0);
+	s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(s, 0);
+	afio_destroy(x.ctx);
+	close(s);
+	close(x.sock);
+	close(first);
+	close(l);
+}
+END_TEST
+
 static Suite *robust_suite(void)
 {
 	Suite *s = suite_create("robust");
@@ -1151,6 +1212,7 @@ static Suite *robust_suite(void)
 	tcase_add_test(exiting, test_requests_outlive_their_thread);
 	tcase_add_test(exiting, test_sendfile_outlives_its_thread);
 	tcase_add_test(exiting, test_sendfile_after_canceled_one_of_a_gone_thread);
+	tcase_add_test(exiting, test_connect_outlives_its_thread);
 	suite_add_tcase(s, exiting);
 	return s;
 }
