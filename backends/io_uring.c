@@ -130,8 +130,10 @@ struct uring {
 	struct afio_reqq next_steps;	/* sendfiles whose next SQE waits for room */
 	struct afio_reqq pipe_waiters;	/* sendfiles that wait for a pipe */
 	unsigned pipes_out;		/* pipes sendfiles hold now */
-	struct afio_reqq again;		/* canceled by the exit of their thread */
+	struct afio_reqq again;		/* to go to the kernel again (must_go_again(),
+					   connect_goes_on()) */
 	pid_t *submitters;		/* by slot index: the thread that submitted it */
+	bool *connect_waits;		/* by slot index: a connect waits for POLLOUT */
 	int (*spare_pipes)[2];		/* emptied pipes, for the next sendfile */
 	unsigned nspare;
 };
@@ -348,6 +350,15 @@ static bool in_ring(const struct uring *u, uint64_t ud)
 	return r && r->gen == (uint32_t)(ud >> 32);
 }
 
+/* r leaves its slot: nothing of its own state may be found there by the
+   request that takes the slot next. */
+static void release_slot(struct uring *u, const struct afio_req *r)
+{
+	u->reqs[r->index] = NULL;
+	u->cancel_waits[r->index] = false;
+	u->connect_waits[r->index] = false;
+}
+
 static unsigned clamp_len(size_t len)
 {
 	/* The SQE length is 32 bits; the kernel moves at most MAX_RW anyway,
@@ -450,10 +461,13 @@ static void prep_accept(struct uring *u, struct io_uring_sqe *sqe, struct afio_r
 	io_uring_prep_accept(sqe, r->fd, NULL, NULL, r->flags);
 }
 
+/* The connect, or the wait for its end (connect_goes_on()). */
 static void prep_connect(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
-	(void)u;
-	io_uring_prep_connect(sqe, r->fd, r->addr, (socklen_t)r->len);
+	if (u->connect_waits[r->index])
+		io_uring_prep_poll_add(sqe, r->fd, POLLOUT);
+	else
+		io_uring_prep_connect(sqe, r->fd, r->addr, (socklen_t)r->len);
 }
 
 static void prep_sendmsg(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
@@ -719,6 +733,37 @@ static pid_t self_tid(void)
 	return tid;
 }
 
+/* ---- what goes to the kernel again ---- */
+
+/*
+ * io_uring cancels what a thread submitted when the thread exits: at once
+ * what io-wq had not started, and a request waiting by poll once its file
+ * is ready (it completes then without the task).  Such a -ECANCELED,
+ * asked for by nobody and reaped by another thread than the one that
+ * submitted, means the request did nothing: it goes again, from this
+ * thread, as on the other backends, where a thread's exit changes nothing.
+ * A timer would start over: it keeps the -ECANCELED.  Reaped by its own
+ * submitter it is the kernel's own answer (no io-wq worker could be
+ * started), and stays.
+ *
+ * An io-wq worker interrupted in a blocking call (its submitter exited, or
+ * the ring is being torn down) may complete the request with the code the
+ * kernel gives a system call to restart (ERESTARTSYS and its kin, 512-516,
+ * which net and read/write requests turn into EINTR but splice and others
+ * do not): the call did nothing, and the request goes again, in every
+ * mode, as a restarted system call would (asyncfio(7)).  A canceled
+ * request ends instead (finish_res()).
+ */
+static bool must_go_again(const struct uring *u, const struct afio_req *r, ssize_t res)
+{
+	if (r->cancel)
+		return false;
+	if (afio_is_restart_code(res))
+		return true;
+	return res == -ECANCELED && !(u->flags & IORING_SETUP_SQPOLL) &&
+	       r->op != AFIO_OP_TIMEOUT && u->submitters[r->index] != self_tid();
+}
+
 /* ---- sendfile: file -> pipe -> socket, all in the kernel ---- */
 
 /*
@@ -799,29 +844,43 @@ static uint64_t cancel_target(const struct uring *u, const struct afio_req *r)
 	return ud_of(r);
 }
 
-/* false when the SQ has no room for the whole chain now. */
+/*
+ * Everything but the pipe starts afresh: a state left by the request that
+ * held the slot before (a lost step of one canceled meanwhile, say) would
+ * make this one send its range twice.
+ */
+static void sendfile_clear(struct sendfile_state *sf)
+{
+	*sf = (struct sendfile_state){
+		.pipe = { sf->pipe[0], sf->pipe[1] },
+		.pipe_size = sf->pipe_size,
+		.step = SF_CHAIN,
+	};
+}
+
+/* false when the SQ has no room for the whole chain now.  The chain
+   takes what is left of the range, so that no byte goes twice and the
+   result never exceeds the length asked for. */
 static bool sendfile_start(struct uring *u, struct afio_req *r)
 {
 	struct sendfile_state *sf = &u->sendfiles[r->index];
+	size_t left = r->len - r->progress;
 	struct io_uring_sqe *in, *out;
 	unsigned n;
 
 	if (io_uring_sq_space_left(&u->ring) < 2 && (push_sq(u) ||
 	    io_uring_sq_space_left(&u->ring) < 2))
 		return false;
-	n = (unsigned)(r->len < sf->pipe_size ? r->len : sf->pipe_size);
+	n = (unsigned)(left < sf->pipe_size ? left : sf->pipe_size);
 	in = take_sqe(u);
-	io_uring_prep_splice(in, r->fd2, (int64_t)r->off, sf->pipe[1], -1, n, 0);
+	io_uring_prep_splice(in, r->fd2, (int64_t)(r->off + r->progress), sf->pipe[1], -1, n, 0);
 	io_uring_sqe_set_flags(in, IOSQE_IO_LINK);
 	io_uring_sqe_set_data64(in, ud_of(r) | UD_SPLICE_IN);
 	out = take_sqe(u);
 	io_uring_prep_splice(out, sf->pipe[0], -1, r->fd, -1, n, 0);
 	io_uring_sqe_set_data64(out, ud_of(r));
-	sf->in_pipe = 0;
-	sf->in_res = 0;
-	sf->last_res = 0;
+	sendfile_clear(sf);
 	sf->pending = 2;
-	sf->step = SF_CHAIN;
 	return true;
 }
 
@@ -873,7 +932,7 @@ static bool wait_for_pipe(struct afio_engine *e, struct afio_req *r)
 	afio_engine_take(e, r);
 	u->reqs[r->index] = r;
 	u->submitters[r->index] = self_tid();
-	u->sendfiles[r->index].pending = 0;
+	sendfile_clear(&u->sendfiles[r->index]);
 	afio_reqq_push(&u->pipe_waiters, r);
 	return true;
 }
@@ -896,8 +955,8 @@ static void sendfile_finish(struct uring *u, struct afio_req *r)
 	if (res == -EINVAL && lseek(r->fd2, 0, SEEK_CUR) < 0 && errno == ESPIPE)
 		res = -ESPIPE;
 	put_pipe(u, sf);
-	u->reqs[r->index] = NULL;
-	u->cancel_waits[r->index] = false;
+	sendfile_clear(sf);
+	release_slot(u, r);
 	afio_req_done(r, res);
 }
 
@@ -908,7 +967,7 @@ static void sendfile_next(struct uring *u, struct afio_req *r)
 	struct sendfile_state *sf = &u->sendfiles[r->index];
 	int res = sf->last_res;
 
-	if (sf->lost && !r->cancel) {
+	if (sf->lost && !r->cancel && (sf->in_pipe || r->progress < r->len)) {
 		sf->lost = false;
 		sf->step = sf->in_pipe ? SF_OUT : SF_RESTART;
 		afio_reqq_push(&u->next_steps, r);
@@ -928,10 +987,9 @@ static void sendfile_cqe(struct uring *u, struct afio_req *r, uint64_t ud, int r
 	struct sendfile_state *sf = &u->sendfiles[r->index];
 
 	sf->pending--;
-	/* Its submitter exited and the kernel dropped the step: it is done
-	   again, as submit_again() does for a whole request. */
-	if (res == -ECANCELED && !r->cancel && !(u->flags & IORING_SETUP_SQPOLL) &&
-	    u->submitters[r->index] != self_tid())
+	/* The kernel dropped the step or was interrupted in it: it is done
+	   again, as must_go_again() has a whole request done again. */
+	if (must_go_again(u, r, res))
 		sf->lost = true;
 	else if (ud & UD_SPLICE_IN) {
 		sf->in_res = res;
@@ -994,26 +1052,50 @@ static bool is_own_eventfd(const struct afio_engine *e, const struct afio_req *r
 	return afio_op_kind(r->op) == AFIO_KIND_FILE_RW && r->fd == afio_ctx_eventfd(e->ctx);
 }
 
-/* ---- requests of a thread that exited ---- */
+/* ---- requests of a thread that exited, or interrupted ---- */
 
-
-/*
- * io_uring cancels what a thread submitted when the thread exits: at once
- * what io-wq had not started, and a request waiting by poll once its file
- * is ready (it completes then without the task).  Such a -ECANCELED,
- * asked for by nobody and reaped by another thread than the one that
- * submitted, means the request did nothing: it goes again, from this
- * thread, as on the other backends, where a thread's exit changes nothing.
- * A timer would start over and a connect may be under way: they keep the
- * -ECANCELED.  Reaped by its own submitter it is the kernel's own answer
- * (no io-wq worker could be started), and stays.
- */
+/* A connect the kernel dropped may have been under way: the next one
+   may find it so, or made (connect_goes_on()). */
 static bool submit_again(struct uring *u, struct afio_req *r, ssize_t res)
 {
-	if (res != -ECANCELED || r->cancel || (u->flags & IORING_SETUP_SQPOLL) ||
-	    r->op == AFIO_OP_TIMEOUT || r->op == AFIO_OP_CONNECT ||
-	    u->submitters[r->index] == self_tid())
+	if (!must_go_again(u, r, res))
 		return false;
+	if (r->op == AFIO_OP_CONNECT)
+		r->started = 1;
+	afio_reqq_push(&u->again, r);
+	return true;
+}
+
+/*
+ * A connect completes once the connection is made or has failed, on every
+ * backend.  On a socket with O_NONBLOCK the kernel's CONNECT can end while
+ * the connection is under way (EINPROGRESS, EALREADY; EINTR interrupted a
+ * connect that goes on): then it waits for POLLOUT and connects again, and
+ * that connect says how it ended, as the pool does (connect_nowait()): 0,
+ * EISCONN (made meanwhile), the error, or EALREADY (still under way, wait
+ * again).  Asking connect rather than SO_ERROR leaves the socket as a
+ * blocking connect(2) would (connected, or unconnected after a failure)
+ * and gives the same answer as the other backends, from the same call.
+ */
+static bool connect_goes_on(struct uring *u, struct afio_req *r, ssize_t *res)
+{
+	bool *waits = &u->connect_waits[r->index];
+
+	if (r->cancel)
+		return false;
+	if (*waits) {
+		*waits = false;
+		if (*res < 0)
+			return false;
+	} else if (*res == -EISCONN && r->started) {
+		*res = 0;
+		return false;
+	} else if (*res == -EINPROGRESS || *res == -EALREADY || *res == -EINTR) {
+		r->started = 1;
+		*waits = true;
+	} else {
+		return false;
+	}
 	afio_reqq_push(&u->again, r);
 	return true;
 }
@@ -1089,6 +1171,15 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 
 /* ---- completions ---- */
 
+/* A canceled request that io-wq had started ends with -EINTR (sockets) or
+   a restart code (the rest): either is the cancel's doing. */
+static ssize_t finish_res(const struct afio_req *r, ssize_t res)
+{
+	if (r->cancel && (res == -EINTR || afio_is_restart_code(res)))
+		return -ECANCELED;
+	return res;
+}
+
 static void cancel_answered(struct uring *u, uint64_t ud, int res);
 static void retry_due(struct uring *u, uint32_t index);
 
@@ -1122,12 +1213,10 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 	}
 	if (submit_again(u, r, res))
 		return;
-	u->reqs[index] = NULL;
-	u->cancel_waits[index] = false;
-	/* A canceled socket request that io-wq had started ends with -EINTR. */
-	if (r->cancel && res == -EINTR)
-		res = -ECANCELED;
-	afio_req_done(r, res);
+	if (r->op == AFIO_OP_CONNECT && connect_goes_on(u, r, &res))
+		return;
+	release_slot(u, r);
+	afio_req_done(r, finish_res(r, res));
 }
 
 static unsigned reap_batch(struct afio_engine *e)
@@ -1174,9 +1263,10 @@ static void uring_reap(struct afio_engine *e)
 
 static void queue_cancel(struct uring *u, uint64_t ud);
 
-/* SQPOLL: ask again for every canceled request still in the ring, once
-   the earlier asks are answered; a repeated ask for one that has already
-   finished is answered -ENOENT and changes nothing. */
+/* Ask again for every canceled request still in the ring, once the
+   earlier asks are answered (uring_wait(): with SQPOLL before each slice,
+   else after a slice in which nothing came); a repeated ask for one that
+   has already finished is answered -ENOENT and changes nothing. */
 static void recancel(struct uring *u)
 {
 	if (u->ncancels)
@@ -1238,6 +1328,15 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 		   so wait on what still works. */
 		u->dropped = true;
 		return 0;
+	}
+	/* A wait that ran out with canceled requests still in the ring:
+	   each is asked again, so that one a cancel missed (answered while
+	   the kernel moved it from a worker to a poll wait, say) cannot keep
+	   afio_destroy(), which waits in slices, waiting for good. */
+	if (ret == -ETIME) {
+		recancel(u);
+		push_cancels(u);
+		push_sq(u);
 	}
 	return ret < 0 ? ret : 0;
 }
@@ -1362,7 +1461,7 @@ static void uring_cancel(struct afio_engine *e, struct afio_req *r)
 	}
 	/* Waiting to go again: nothing of it is in the kernel. */
 	if (!afio_reqq_remove(&u->again, r)) {
-		u->reqs[r->index] = NULL;
+		release_slot(u, r);
 		afio_req_done(r, afio_req_stopped(r, -ECANCELED));
 		return;
 	}
@@ -1395,6 +1494,7 @@ static void free_uring(struct uring *u)
 	free(u->cancel_waits);
 	free(u->retry_armed);
 	free(u->submitters);
+	free(u->connect_waits);
 	free(u);
 }
 
@@ -1427,6 +1527,7 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 	u->cancel_waits = calloc(u->nslots, sizeof(*u->cancel_waits));
 	u->retry_armed = calloc(u->nslots, sizeof(*u->retry_armed));
 	u->submitters = calloc(u->nslots, sizeof(*u->submitters));
+	u->connect_waits = calloc(u->nslots, sizeof(*u->connect_waits));
 	u->retry_after.tv_nsec = RETRY_NS;
 	u->timespecs = calloc(u->nslots, sizeof(*u->timespecs));
 	u->sendfiles = calloc(u->nslots, sizeof(*u->sendfiles));
@@ -1437,7 +1538,7 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 		u->sendfiles[i].pipe[0] = u->sendfiles[i].pipe[1] = -1;
 	afio_reqq_init(&u->again);
 	if (!u->reqs || !u->cancels || !u->cancel_waits || !u->retry_armed || !u->submitters ||
-	    !u->timespecs || !u->sendfiles || !u->spare_pipes) {
+	    !u->connect_waits || !u->timespecs || !u->sendfiles || !u->spare_pipes) {
 		free_uring(u);
 		return -ENOMEM;
 	}

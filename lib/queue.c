@@ -28,15 +28,22 @@ int afio_reqq_remove(struct afio_reqq *q, struct afio_req *r)
 	return -ENOENT;
 }
 
-size_t afio_req_bytes(const struct afio_req *r)
+
+
+static size_t iov_bytes(const struct iovec *iov, size_t cnt)
 {
 	size_t n = 0;
 
+	for (size_t i = 0; i < cnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+size_t afio_req_bytes(const struct afio_req *r)
+{
 	if (r->op != AFIO_OP_READV && r->op != AFIO_OP_WRITEV)
 		return r->len;
-	for (size_t i = 0; i < r->len; i++)
-		n += r->iov[i].iov_len;
-	return n;
+	return iov_bytes(r->iov, r->len);
 }
 
 /* ---- what the engines call ---- */
@@ -48,8 +55,51 @@ static void signal_eventfd(struct afio_ctx *ctx)
 	(void)!write(ctx->evfd, &one, sizeof(one));
 }
 
+/* The most bytes r may report: what it asked for; SIZE_MAX for an op whose
+   result is not a count (an fd, 0), and for a receive with MSG_TRUNC,
+   which gives a datagram's whole length (recv(2)). */
+static size_t most_bytes(const struct afio_req *r)
+{
+	if ((r->op == AFIO_OP_RECV || r->op == AFIO_OP_RECVMSG) && (r->flags & MSG_TRUNC))
+		return SIZE_MAX;
+	switch (r->op) {
+	case AFIO_OP_READ:
+	case AFIO_OP_WRITE:
+	case AFIO_OP_RECV:
+	case AFIO_OP_SEND:
+	case AFIO_OP_SENDFILE:
+		return r->len;
+	case AFIO_OP_READV:
+	case AFIO_OP_WRITEV:
+		return iov_bytes(r->iov, r->len);
+	case AFIO_OP_SENDMSG:
+	case AFIO_OP_RECVMSG:
+		return iov_bytes(r->msg->msg_iov, r->msg->msg_iovlen);
+	default:
+		return SIZE_MAX;
+	}
+}
+
+/*
+ * A count beyond what was asked for, or a code the kernel keeps for
+ * itself, is a fault of the library, never a result: the program would
+ * read past its buffer, or meet an errno it cannot know.  The request
+ * fails with -EIO (bytes moved that were not asked for: the stream or the
+ * file is not what the program believes) or -EINTR instead.  The backends
+ * keep both from happening; this keeps the promise if one does not.
+ */
+static ssize_t checked_res(const struct afio_req *r, ssize_t res)
+{
+	if (res > 0 && (size_t)res > most_bytes(r))
+		return -EIO;
+	if (afio_is_restart_code(res))
+		return -EINTR;
+	return res;
+}
+
 void afio_req_done(struct afio_req *r, ssize_t res)
 {
+	res = checked_res(r, res);
 	if (r->engine) {
 		r->engine->handed--;
 		r->engine = NULL;

@@ -220,6 +220,14 @@ static inline ssize_t afio_req_stopped(const struct afio_req *r, ssize_t err)
 	return afio_op_is_socket(r->op) ? afio_partial(r->progress, err) : err;
 }
 
+/* The codes the kernel keeps for a system call it restarts after a signal
+   (ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK in
+   include/linux/errno.h): never a result for a program. */
+static inline bool afio_is_restart_code(ssize_t res)
+{
+	return res == -512 || res == -513 || res == -514 || res == -516;
+}
+
 /* CLOCK_MONOTONIC ns, ns from now (saturated): a TIMEOUT's off. */
 uint64_t afio_deadline_ns(uint64_t ns);
 

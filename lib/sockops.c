@@ -61,7 +61,9 @@ static ssize_t stream_nowait(struct afio_req *r, int fd)
  * The first call starts the connection; once the socket is writable a
  * second one gives its outcome, as the kernel's own retry does: 0 (and the
  * socket is marked connected, so that a later connect says EISCONN), the
- * error, or EALREADY while it is still under way.
+ * error, or EALREADY while it is still under way.  A connection the
+ * program had started itself (EALREADY at once) is waited for as well: a
+ * connect completes when the connection is made or has failed.
  */
 static ssize_t connect_nowait(struct afio_req *r, int fd)
 {
@@ -71,7 +73,7 @@ static ssize_t connect_nowait(struct afio_req *r, int fd)
 	if (!connect(fd, r->addr, (socklen_t)r->len))
 		return 0;
 	/* EINTR: the connection goes on being made, as EINPROGRESS. */
-	if (errno == EINPROGRESS || errno == EINTR || (again && errno == EALREADY))
+	if (errno == EINPROGRESS || errno == EINTR || errno == EALREADY)
 		return -EAGAIN;
 	return again && errno == EISCONN ? 0 : -errno;
 }

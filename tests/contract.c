@@ -1302,6 +1302,120 @@ START_TEST(test_fork_child_gets_echild)
 }
 END_TEST
 
+/* ---- order ---- */
+
+#define ORDER_ROUNDS	50
+#define ORDER_LEN	65536u
+#define ORDER_SECOND	4096u
+
+struct ordered {
+	afio_ctx *ctx;
+	int fd, errors;
+	struct tu_done second;
+	unsigned char first_bytes[ORDER_LEN], second_bytes[ORDER_SECOND];
+};
+
+/* The first write's callback queues the second, over its middle. */
+static void on_first_write(void *data, ssize_t res)
+{
+	struct ordered *o = data;
+
+	if (res != ORDER_LEN ||
+	    afio_write(o->ctx, o->fd, o->second_bytes, ORDER_SECOND, ORDER_SECOND, tu_on_done,
+		       &o->second))
+		o->errors++;
+}
+
+/*
+ * asyncfio(7), ORDER: requests are not ordered with each other, and the
+ * way to order two writes is to queue the second from the callback of the
+ * first.  Rounds of a write and an overlapping one queued so: the second
+ * is on top every time, on every backend and mode.
+ */
+START_TEST(test_overlapping_write_from_callback_lands_on_top)
+{
+	static struct ordered o;
+	unsigned char got[ORDER_LEN];
+
+	o.ctx = new_ctx(0);
+	o.fd = new_file();
+	o.errors = 0;
+	for (int i = 0; i < ORDER_ROUNDS; i++) {
+		memset(o.first_bytes, 'a' + i % 26, sizeof(o.first_bytes));
+		memset(o.second_bytes, 'A' + i % 26, sizeof(o.second_bytes));
+		memset(&o.second, 0, sizeof(o.second));
+		ck_assert_int_eq(afio_write(o.ctx, o.fd, o.first_bytes, ORDER_LEN, 0,
+					    on_first_write, &o), 0);
+		tu_wait_done(o.ctx, &o.second);
+		ck_assert_int_eq(o.errors, 0);
+		ck_assert_int_eq(o.second.res, ORDER_SECOND);
+		ck_assert_int_eq(pread(o.fd, got, sizeof(got), 0), sizeof(got));
+		memcpy(o.first_bytes + ORDER_SECOND, o.second_bytes, ORDER_SECOND);
+		ck_assert_msg(!memcmp(got, o.first_bytes, sizeof(got)),
+			      "round %d: the first write is on top of the second", i);
+	}
+	afio_destroy(o.ctx);
+	close(o.fd);
+}
+END_TEST
+
+/* ---- no count beyond what was asked for ---- */
+
+/* res of a request that asked for len bytes: a count of at least one and
+   at most len. */
+static void expect_count(const char *op, ssize_t res, size_t len)
+{
+	ck_assert_msg(res > 0 && (size_t)res <= len, "%s of %zu: %zd", op, len, res);
+}
+
+/*
+ * Every op that takes a length reports no more than it asked for: read,
+ * write, readv, writev (the sum of their iovecs), readv2, writev2, send,
+ * recv, sendmsg, recvmsg and sendfile.
+ */
+START_TEST(test_counts_within_length)
+{
+	enum { LEN = 3000 };
+	static char out[LEN], in[2 * LEN];
+	struct iovec wv[] = { { out, 1000 }, { out + 1000, LEN - 1000 } };
+	struct iovec rv[] = { { in, 500 }, { in + 500, LEN - 500 } };
+	struct msghdr wm = { .msg_iov = wv, .msg_iovlen = 2 };
+	struct msghdr rm = { .msg_iov = rv, .msg_iovlen = 2 };
+	afio_ctx *ctx = new_ctx(0);
+	int fd = new_file(), sv[2];
+	struct tu_done d;
+
+#define COUNT(call, len) do {						\
+		memset(&d, 0, sizeof(d));				\
+		ck_assert_int_eq((call), 0);				\
+		tu_wait_done(ctx, &d);					\
+		ck_assert_int_eq(d.calls, 1);				\
+		expect_count(#call, d.res, (len));			\
+	} while (0)
+
+	memset(out, 'x', sizeof(out));
+	tu_socketpair(sv);
+	COUNT(afio_write(ctx, fd, out, LEN, 0, tu_on_done, &d), LEN);
+	COUNT(afio_writev(ctx, fd, wv, 2, LEN, tu_on_done, &d), LEN);
+	COUNT(afio_writev2(ctx, fd, wv, 2, 2 * LEN, 0, tu_on_done, &d), LEN);
+	COUNT(afio_read(ctx, fd, in, LEN, 0, tu_on_done, &d), LEN);
+	COUNT(afio_readv(ctx, fd, rv, 2, 0, tu_on_done, &d), LEN);
+	COUNT(afio_readv2(ctx, fd, rv, 2, LEN, 0, tu_on_done, &d), LEN);
+	COUNT(afio_send(ctx, sv[0], out, LEN, 0, tu_on_done, &d), LEN);
+	COUNT(afio_sendmsg(ctx, sv[0], &wm, 0, tu_on_done, &d), LEN);
+	COUNT(afio_sendfile(ctx, sv[0], fd, 0, LEN, tu_on_done, &d), LEN);
+	/* 3 * LEN bytes wait in the socket: each receive takes its length. */
+	COUNT(afio_recv(ctx, sv[1], in, LEN, 0, tu_on_done, &d), LEN);
+	COUNT(afio_recvmsg(ctx, sv[1], &rm, 0, tu_on_done, &d), LEN);
+	COUNT(afio_recv(ctx, sv[1], in, LEN, MSG_WAITALL, tu_on_done, &d), LEN);
+#undef COUNT
+	afio_destroy(ctx);
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *contract_suite(void)
 {
 	Suite *s = suite_create("contract");
@@ -1340,6 +1454,8 @@ static Suite *contract_suite(void)
 	tcase_add_test(queue, test_destroy_with_writes_to_one_file);
 	tcase_add_test(queue, test_read_not_starved_by_writes_to_one_file);
 	tcase_add_test(queue, test_stats_balance);
+	tcase_add_test(queue, test_overlapping_write_from_callback_lands_on_top);
+	tcase_add_test(queue, test_counts_within_length);
 	suite_add_tcase(s, files);
 	suite_add_tcase(s, sockets);
 	tcase_add_test(forks, test_fork_child_gets_echild);

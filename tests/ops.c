@@ -825,6 +825,46 @@ START_TEST(test_connect_errors)
 }
 END_TEST
 
+/*
+ * A connection the program started itself on a non-blocking socket
+ * (connect(2): EINPROGRESS) to a listener whose full queue drops its SYN:
+ * the connect completes when that connection is made (_i 0: the queue
+ * has room when the SYN is sent again, after a second) or has failed (_i
+ * 1: nothing listens then), as connect(2) on a blocking socket would,
+ * not at once with EALREADY; the same on every backend.
+ */
+START_TEST(test_connect_under_way)
+{
+	afio_ctx *ctx = new_ctx();
+	struct sockaddr_in addr;
+	int first, l = full_listener(&addr, &first), c = tcp_socket(true), s;
+	struct tu_done k = { 0 };
+
+	ck_assert_int_eq(connect(c, (struct sockaddr *)&addr, sizeof(addr)), -1);
+	ck_assert_int_eq(errno, EINPROGRESS);
+	queued(afio_connect(ctx, c, (struct sockaddr *)&addr, sizeof(addr), tu_on_done, &k),
+	       "connect under way");
+	ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	if (_i) {
+		close(l);
+		l = -1;
+	} else {
+		close(accept_now(l));
+	}
+	wait_once(ctx, &k, "connect under way");
+	expect_eq(k.res, _i ? -ECONNREFUSED : 0, "connect under way");
+	if (!_i) {
+		s = accept_now(l);
+		same_addr(sock_addr(s, true), sock_addr(c, false), "the connection made");
+		close(s);
+		close(l);
+	}
+	afio_destroy(ctx);
+	close(c);
+	close(first);
+}
+END_TEST
+
 /* ---- sendmsg, recvmsg ---- */
 
 START_TEST(test_msg_stream)
@@ -3514,6 +3554,7 @@ static Suite *ops_suite(void)
 	tcase_add_loop_test(sockets, test_connect, 0, 2);
 	tcase_add_loop_test(sockets, test_connect_unix, 0, 2);
 	tcase_add_loop_test(sockets, test_connect_errors, 0, 2);
+	tcase_add_loop_test(sockets, test_connect_under_way, 0, 2);
 	tcase_add_loop_test(sockets, test_msg_stream, 0, 2);
 	tcase_add_loop_test(sockets, test_msg_trunc, 0, 2);
 	tcase_add_loop_test(sockets, test_msg_udp_address, 0, 2);

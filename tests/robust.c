@@ -21,6 +21,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "asyncfio.h"
@@ -397,6 +398,106 @@ END_TEST
 START_TEST(test_cancel_pipe_read_whose_fd_was_reused)
 {
 	race_reuse(true);
+}
+END_TEST
+
+/*
+ * The pattern of a run that once did not end on io_uring ASYNC: in each
+ * of several contexts, rounds of a MSG_WAITALL receive on a socket whose
+ * number is then closed and taken by a file, one byte from the peer (the
+ * receive takes it and waits for the rest), a cancel; then afio_destroy()
+ * with whatever is still in flight.  Every request completes once and
+ * every destroy returns, which a watchdog thread checks.
+ */
+#define REUSE_CONTEXTS	8
+#define REUSE_ROUNDS	250
+
+struct watchdog {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool done;
+	const char *what;
+};
+
+static void *watch(void *arg)
+{
+	struct watchdog *w = arg;
+	struct timespec until;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += HANG_MS / 1000;
+	pthread_mutex_lock(&w->lock);
+	while (!w->done && ret != ETIMEDOUT)
+		ret = pthread_cond_timedwait(&w->wake, &w->lock, &until);
+	if (!w->done) {
+		fprintf(stderr, "%s: no return after %d ms\n", w->what, HANG_MS);
+		abort();
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* afio_destroy(ctx), or the test fails (the process aborts) if it does not
+   return within HANG_MS. */
+static void destroy_or_hang(afio_ctx *ctx, const char *what)
+{
+	struct watchdog w = { .what = what };
+	pthread_t t;
+
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.wake, NULL);
+	ck_assert_int_eq(pthread_create(&t, NULL, watch, &w), 0);
+	afio_destroy(ctx);
+	pthread_mutex_lock(&w.lock);
+	w.done = true;
+	pthread_cond_signal(&w.wake);
+	pthread_mutex_unlock(&w.lock);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	pthread_cond_destroy(&w.wake);
+	pthread_mutex_destroy(&w.lock);
+}
+
+START_TEST(test_destroy_after_cancels_on_reused_fds)
+{
+	static struct tu_done d[REUSE_ROUNDS];
+	static char in[REUSE_ROUNDS][4];
+	int file = open("/dev/null", O_RDONLY | O_CLOEXEC), sv[2];
+	char what[64];
+
+	ck_assert_int_ge(file, 0);
+
+	for (int c = 0; c < REUSE_CONTEXTS; c++) {
+		afio_ctx *ctx = new_ctx(REUSE_ROUNDS);
+
+		memset(d, 0, sizeof(d));
+		for (int i = 0; i < REUSE_ROUNDS; i++) {
+			tu_socketpair(sv);
+			ck_assert_int_eq(afio_recv(ctx, sv[0], in[i], sizeof(in[i]), MSG_WAITALL,
+						   tu_on_done, &d[i]), 0);
+			ck_assert_int_eq(afio_submit(ctx), 1);
+			if (i % 2)
+				ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+			ck_assert_int_eq(dup2(file, sv[0]), sv[0]);
+			/* EPIPE: the receive had not yet taken the socket. */
+			ck_assert(send(sv[1], "x", 1, MSG_NOSIGNAL) == 1 || errno == EPIPE);
+			afio_cancel(ctx, &d[i]);
+			/* Some complete here, the rest are left to the destroy. */
+			ck_assert_int_ge(afio_poll(ctx, 0, i % 3 ? 0 : 1), 0);
+			close(sv[0]);
+			close(sv[1]);
+		}
+		snprintf(what, sizeof(what), "afio_destroy() of context %d", c);
+		destroy_or_hang(ctx, what);
+		for (int i = 0; i < REUSE_ROUNDS; i++)
+			/* Bound to the socket: canceled, or its byte (and the end
+			   once the peer is gone); to the file: ENOTSOCK; to no
+			   fd, taken after the round closed it: EBADF. */
+			ck_assert_msg(d[i].calls == 1 && (d[i].res == -ECANCELED || d[i].res == 1 ||
+				      d[i].res == 0 || d[i].res == -ENOTSOCK || d[i].res == -EBADF),
+				      "context %d round %d: %d calls, %zd", c, i, d[i].calls, d[i].res);
+	}
+	close(file);
 }
 END_TEST
 
@@ -817,6 +918,262 @@ START_TEST(test_requests_outlive_their_thread)
 }
 END_TEST
 
+/*
+ * A sendfile submitted by a thread that exits while the socket is full.
+ * io_uring cancels the thread's requests at its exit: the splice into the
+ * socket that an io-wq worker was blocked in ends with the kernel's
+ * ERESTARTSYS, a step not yet started with -ECANCELED.
+ */
+#define EXIT_SF_LEN	(256 * 1024)
+#define EXIT_SF_ROUNDS	20
+
+struct exiting_sendfile {
+	afio_ctx *ctx;
+	int sock, file;
+	bool linger;
+	struct tu_done d;
+};
+
+static void *sendfile_and_exit(void *arg)
+{
+	struct exiting_sendfile *x = arg;
+
+	ck_assert_int_eq(afio_sendfile(x->ctx, x->sock, x->file, 0, EXIT_SF_LEN, tu_on_done,
+				       &x->d), 0);
+	ck_assert_int_eq(afio_submit(x->ctx), 1);
+	/* linger: the moment a kernel worker takes to be in the splice when
+	   the thread goes, the case that ended with ERESTARTSYS; else the
+	   thread goes before the kernel has begun. */
+	if (x->linger)
+		usleep(2000);
+	return NULL;
+}
+
+static unsigned char *pattern_file(int *fd, size_t len)
+{
+	unsigned char *bytes = malloc(len);
+
+	ck_assert_ptr_nonnull(bytes);
+	for (size_t i = 0; i < len; i++)
+		bytes[i] = (unsigned char)(i * 7 + i / 251);
+	*fd = tu_tmpfile(0);
+	ck_assert_int_ge(*fd, 0);
+	ck_assert_int_eq(pwrite(*fd, bytes, len, 0), (ssize_t)len);
+	return bytes;
+}
+
+/* Fills fd's send buffer (and the peer's receive buffer); returns how
+   many bytes that took. */
+static size_t fill_socket(int fd)
+{
+	static char junk[65536];
+	int fl = fcntl(fd, F_GETFL);
+	size_t n = 0;
+	ssize_t got;
+
+	ck_assert_int_eq(fcntl(fd, F_SETFL, fl | O_NONBLOCK), 0);
+	while ((got = send(fd, junk, sizeof(junk), MSG_DONTWAIT)) > 0)
+		n += (size_t)got;
+	ck_assert_int_eq(fcntl(fd, F_SETFL, fl), 0);
+	return n;
+}
+
+/* Reads from the peer of sender until the callback d has run, and then,
+   the sender shut down, to the end of the stream; what came after the
+   first skip bytes goes to out (up to out_len).  Returns how much came
+   after skip. */
+static size_t read_while_waiting(afio_ctx *ctx, int sender, int peer, struct tu_done *d,
+				 size_t skip, unsigned char *out, size_t out_len)
+{
+	static unsigned char buf[65536];
+	size_t total = 0, kept = 0;
+	bool shut = false;
+	ssize_t n;
+
+	for (int idle = 0;; ) {
+		if (d->calls && !shut) {
+			ck_assert_int_eq(shutdown(sender, SHUT_WR), 0);
+			shut = true;
+		}
+		n = recv(peer, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0)
+			break;
+		if (n > 0) {
+			for (ssize_t i = 0; i < n; i++, total++)
+				if (total >= skip && kept < out_len)
+					out[kept++] = buf[i];
+			idle = 0;
+			continue;
+		}
+		ck_assert_int_eq(errno, EAGAIN);
+		ck_assert_msg(++idle < HANG_MS, "no end of the stream after %d ms", HANG_MS);
+		ck_assert_int_ge(afio_poll(ctx, 0, 1), 0);
+	}
+	return total - skip;
+}
+
+/*
+ * The sendfile of a thread that exited while the (blocking) socket was
+ * full completes once the peer reads, with a count of what it sent, never
+ * a code of the kernel's own (io_uring gave -512 "Unknown error 512"), and
+ * the peer gets the file's bytes from its start, each once.
+ */
+START_TEST(test_sendfile_outlives_its_thread)
+{
+	struct exiting_sendfile x = { 0 };
+	unsigned char *bytes = pattern_file(&x.file, EXIT_SF_LEN);
+	unsigned char *got = malloc(EXIT_SF_LEN);
+	char what[64];
+	pthread_t t;
+	int sv[2];
+
+	ck_assert_ptr_nonnull(got);
+	x.ctx = new_ctx(0);
+	x.linger = true;
+	for (int i = 0; i < EXIT_SF_ROUNDS; i++) {
+		size_t before, after;
+
+		snprintf(what, sizeof(what), "round %d", i);
+		tcp_pair(sv);
+		x.sock = sv[1];
+		memset(&x.d, 0, sizeof(x.d));
+		before = fill_socket(x.sock);
+		ck_assert_int_eq(pthread_create(&t, NULL, sendfile_and_exit, &x), 0);
+		ck_assert_int_eq(pthread_join(t, NULL), 0);
+		ck_assert_int_ge(afio_poll(x.ctx, 0, 0), 0);
+		after = read_while_waiting(x.ctx, x.sock, sv[0], &x.d, before, got, EXIT_SF_LEN);
+		ck_assert_int_eq(x.d.calls, 1);
+		ck_assert_msg(x.d.res > 0 && x.d.res <= EXIT_SF_LEN, "%s: sendfile of %d: %zd",
+			      what, EXIT_SF_LEN, x.d.res);
+		ck_assert_msg(after == (size_t)x.d.res, "%s: the peer got %zu bytes, the "
+			      "callback said %zd", what, after, x.d.res);
+		ck_assert_msg(!memcmp(got, bytes, after), "%s: not the file's bytes", what);
+		close(sv[0]);
+		close(sv[1]);
+	}
+	afio_destroy(x.ctx);
+	close(x.file);
+	free(bytes);
+	free(got);
+}
+END_TEST
+
+/*
+ * One slot (a context of 1 entry): a sendfile of a thread that exited on
+ * a full socket, canceled before or after its first completions were
+ * reaped, and then a plain sendfile in the same slot to a reading peer.
+ * The second sends its range once and says so: a step the first had
+ * lost (io_uring) was once left in the slot, and the second sent its
+ * range again and reported twice its length.
+ */
+START_TEST(test_sendfile_after_canceled_one_of_a_gone_thread)
+{
+	enum { SECOND = 1000 };
+	struct exiting_sendfile x = { 0 };
+	unsigned char *bytes = pattern_file(&x.file, EXIT_SF_LEN);
+	unsigned char got[2 * SECOND];
+	char what[64];
+	pthread_t t;
+	int sv[2];
+
+	x.ctx = new_ctx(1);
+	for (int i = 0; i < 2 * EXIT_SF_ROUNDS; i++) {
+		struct tu_done d = { 0 };
+		size_t n;
+
+		snprintf(what, sizeof(what), "round %d", i);
+		tcp_pair(sv);
+		x.sock = sv[1];
+		memset(&x.d, 0, sizeof(x.d));
+		ck_assert_int_eq(fcntl(x.sock, F_SETFL, O_NONBLOCK), 0);
+		fill_socket(x.sock);
+		ck_assert_int_eq(pthread_create(&t, NULL, sendfile_and_exit, &x), 0);
+		ck_assert_int_eq(pthread_join(t, NULL), 0);
+		if (i % 2)
+			ck_assert_int_ge(afio_poll(x.ctx, 0, 0), 0);
+		afio_cancel(x.ctx, &x.d);
+		wait_done_or_hang(x.ctx, &x.d, what);
+		ck_assert_msg(x.d.res == -ECANCELED || (x.d.res > 0 && x.d.res <= EXIT_SF_LEN),
+			      "%s: canceled sendfile: %zd", what, x.d.res);
+		close(sv[0]);
+		close(sv[1]);
+
+		tcp_pair(sv);
+		ck_assert_int_eq(afio_sendfile(x.ctx, sv[1], x.file, 0, SECOND, tu_on_done, &d), 0);
+		n = read_while_waiting(x.ctx, sv[1], sv[0], &d, 0, got, sizeof(got));
+		ck_assert_msg(d.res == SECOND && n == SECOND, "%s: a sendfile of %d after it: "
+			      "%zd, the peer got %zu", what, SECOND, d.res, n);
+		ck_assert_msg(!memcmp(got, bytes, SECOND), "%s: not the file's bytes", what);
+		close(sv[0]);
+		close(sv[1]);
+	}
+	afio_destroy(x.ctx);
+	close(x.file);
+	free(bytes);
+}
+END_TEST
+
+struct exiting_connect {
+	afio_ctx *ctx;
+	int sock;
+	struct sockaddr_in addr;
+	struct tu_done d;
+};
+
+static void *connect_and_exit(void *arg)
+{
+	struct exiting_connect *x = arg;
+
+	ck_assert_int_eq(afio_connect(x->ctx, x->sock, (struct sockaddr *)&x->addr,
+				      sizeof(x->addr), tu_on_done, &x->d), 0);
+	ck_assert_int_eq(afio_submit(x->ctx), 1);
+	return NULL;
+}
+
+/*
+ * A connect submitted by a thread that exits while its SYN goes
+ * unanswered (the listener's queue is full): once the queue has room and
+ * the SYN is sent again, the connect completes with 0, as it would had
+ * the thread stayed (io_uring gave -ECANCELED).
+ */
+START_TEST(test_connect_outlives_its_thread)
+{
+	struct exiting_connect x = { 0 };
+	socklen_t len = sizeof(x.addr);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), first, s;
+	pthread_t t;
+
+	x.addr.sin_family = AF_INET;
+	x.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_ge(l, 0);
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&x.addr, sizeof(x.addr)), 0);
+	/* Backlog 0 holds one connection; a SYN beyond it is dropped. */
+	ck_assert_int_eq(listen(l, 0), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&x.addr, &len), 0);
+	first = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_eq(connect(first, (struct sockaddr *)&x.addr, len), 0);
+	x.ctx = new_ctx(0);
+	x.sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(x.sock, 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, connect_and_exit, &x), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_ge(afio_poll(x.ctx, 0, 10), 0);
+	s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(s, 0);
+	close(s);
+	wait_done_or_hang(x.ctx, &x.d, "connect of a thread that exited");
+	ck_assert_int_eq(x.d.calls, 1);
+	ck_assert_int_eq(x.d.res, 0);
+	s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(s, 0);
+	afio_destroy(x.ctx);
+	close(s);
+	close(x.sock);
+	close(first);
+	close(l);
+}
+END_TEST
+
 static Suite *robust_suite(void)
 {
 	Suite *s = suite_create("robust");
@@ -839,6 +1196,7 @@ static Suite *robust_suite(void)
 	suite_add_tcase(s, destroy);
 	tcase_add_test(reuse, test_cancel_recv_whose_fd_was_reused);
 	tcase_add_test(reuse, test_cancel_pipe_read_whose_fd_was_reused);
+	tcase_add_test(reuse, test_destroy_after_cancels_on_reused_fds);
 	suite_add_tcase(s, reuse);
 	tcase_add_test(nofd, test_no_fd_left_for_waiting_sockets);
 	suite_add_tcase(s, nofd);
@@ -852,6 +1210,9 @@ static Suite *robust_suite(void)
 	tcase_add_test(queue, test_sqpoll_cancel_with_eventfd_alone);
 	suite_add_tcase(s, queue);
 	tcase_add_test(exiting, test_requests_outlive_their_thread);
+	tcase_add_test(exiting, test_sendfile_outlives_its_thread);
+	tcase_add_test(exiting, test_sendfile_after_canceled_one_of_a_gone_thread);
+	tcase_add_test(exiting, test_connect_outlives_its_thread);
 	suite_add_tcase(s, exiting);
 	return s;
 }
