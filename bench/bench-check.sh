@@ -115,10 +115,21 @@ fi
 "$bench" --compare --no-fio --repeat 1 --runtime 0.05 --size 4m --bs 4k --rw randread \
 	--io buffered --dir "$dir" --csv "$dir/c.csv" --png '' >"$dir/compare.out" 2>&1 ||
 	not_ok "afio-bench --compare exited $?: $(cat "$dir/compare.out")"
-# Less the header and the probe's lines (what AUTO picks and why).
-runs=$(($(grep -vc '^probe,' "$dir/c.csv") - 1))
+# Less the header, the probe's lines (what AUTO picks and why) and the
+# nops, which say what a request costs on io_uring: 3 pairs at each of
+# 2 batch sizes.
+runs=$(($(grep -vc -e '^probe,' -e '^nop,' "$dir/c.csv") - 1))
 want=$(($(echo "$backends" | wc -w) * 3 + peers))
 [ "$runs" -eq "$want" ] || not_ok "--compare wrote $runs runs, want $want"
+nops=$(grep -c '^nop,' "$dir/c.csv" || true)
+case " $(echo $backends) " in
+*" io_uring "*)
+	[ "$nops" -eq 12 ] || not_ok "--compare wrote $nops nop runs, want 12"
+	grep -q '^request cost: .* at batch 32' "$dir/compare.out" ||
+		not_ok "--compare's verdict does not say what a request costs: $(cat "$dir/compare.out")" ;;
+*)
+	[ "$nops" -eq 0 ] || not_ok "--compare ran nops without io_uring" ;;
+esac
 grep -q '^randread    4k buf' "$dir/compare.out" ||
 	not_ok "--compare printed no table row: $(cat "$dir/compare.out")"
 grep -q '^Event-loop stalls' "$dir/compare.out" ||

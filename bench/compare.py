@@ -610,6 +610,8 @@ def run(a, backends, probe_rows):
             for job in todo if rep % 2 == 0 else reversed(todo):
                 one(w, job, rep)
     prog.end()
+    if "io_uring" in backends and not a.no_peers:
+        rows += nop_runs(a, r)
 
     with open(a.csv, "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
@@ -624,6 +626,7 @@ def run(a, backends, probe_rows):
 
 CSV_FIELDS = ["kind", "job", "backend", "mode", "submit", "rw", "bs", "direct", "qd", "threads",
               "repeat", "iops", "mib_s", "cpu_s", "iops_per_cpu_s", "cpu_us_per_io",
+              "cpu_ns_per_req",
               "lat_p50_us", "lat_p99_us", "lat_p999_us", "loop_stall_max_us",
               "loop_stall_p99_us", "loop_slept_max_us", "slat_max_us", "slat_p99_us",
               "fallbacks", "ios", "runtime_s", "whole_cpu_s", "fio_own_cpu_s", "cmd"]
@@ -801,7 +804,7 @@ def runs_by_workload(rows):
     """The workloads in the order they ran, and (label, job) -> {repeat: run}."""
     workloads, res = [], {}
     for x in rows:
-        if x["kind"] == "probe":
+        if x["kind"] in ("probe", "nop"):
             continue
         w = {"rw": x["rw"], "bs": int(x["bs"]), "direct": bool(x["direct"])}
         if w not in workloads:
@@ -885,6 +888,7 @@ def report(a, rows):
                           % (verdict.span(list(got.values())).replace("-", " to "), len(got),
                              "" if got[low] == 1 else " (lowest: %s)" % low)))
     facts += best
+    facts += nop_facts(rows)
     if a.png:
         verdict.chart(a.png, "afio-bench --compare: ours / peer per workload\nqd %d, %d pool "
                       "threads, %.2f s cells; bar: median of the runs paired round by round, "
@@ -897,6 +901,48 @@ def report(a, rows):
         print("\n".join(verdict.verdict_lines(
             ratios, facts, goals_from='bench/README.md, "The comparison"')))
     return 0
+
+
+# What the library adds to a request over raw liburing, in CPU ns, at the
+# batch sizes of the goal (bench/README.md, "What the library costs").
+NOP_QDS = (1, 32)
+NOP_GOAL_NS = {32: 30}
+
+
+def nop_runs(a, r):
+    """Nops through the library on io_uring and on raw liburing, alternated."""
+    rows = []
+    for qd in NOP_QDS:
+        for rep in range(max(3, a.repeat)):
+            pair = [("afio", ["--backend", "io_uring"]), ("raw", ["--raw", "io_uring"])]
+            for kind, how in pair if rep % 2 == 0 else reversed(pair):
+                out = r.run_json([a.afio_bench] + how + ["--op", "nop", "--qd", str(qd),
+                                                         "--runtime", str(a.runtime), "--json"])
+                if out:
+                    rows.append(dict(out, kind="nop", job=kind, repeat=rep))
+    return rows
+
+
+def nop_facts(rows):
+    """The verdict's line on a request's own cost, paired run by run."""
+    nops = [x for x in rows if x["kind"] == "nop"]
+    parts = []
+    for qd in sorted({int(x["qd"]) for x in nops}):
+        runs = {}
+        for x in nops:
+            if int(x["qd"]) == qd:
+                runs.setdefault(int(x["repeat"]), {})[x["job"]] = float(x["cpu_ns_per_req"])
+        extra = [p["afio"] - p["raw"] for p in runs.values() if "afio" in p and "raw" in p]
+        if not extra:
+            continue
+        goal = NOP_GOAL_NS.get(qd)
+        mark = "" if goal is None else ("; goal <= %d ns: %s" % (
+            goal, "met" if median(extra) <= goal else "NOT MET"))
+        parts.append("%+.0f ns per request at batch %d (runs %+.0f to %+.0f%s)"
+                     % (median(extra), qd, min(extra), max(extra), mark))
+    if not parts:
+        return []
+    return [("request cost", "library over raw liburing, nops, CPU: " + "; ".join(parts))]
 
 
 def say(a, text):
