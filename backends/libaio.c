@@ -712,8 +712,8 @@ static int libaio_op_native(const struct afio_engine *e, enum afio_op op, char *
 			return 0;
 		}
 		afio_reason(how, len, "IOCB_CMD_POLL, then without blocking%s",
-			    op == AFIO_OP_ACCEPT || op == AFIO_OP_CONNECT ||
-			    op == AFIO_OP_SENDFILE ? " (O_NONBLOCK sockets; else the pool)" : "");
+			    op == AFIO_OP_ACCEPT || op == AFIO_OP_CONNECT ?
+			    " (O_NONBLOCK sockets; else the pool)" : "");
 		return 1;
 	default:
 		if (op == AFIO_OP_FSYNC) {
