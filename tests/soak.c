@@ -389,6 +389,20 @@ static void other_done(struct round *rd, struct rec *r, ssize_t res)
 	}
 }
 
+/* The bytes a request with a length asked for, or -1 for one without. */
+static ssize_t asked_len(const struct rec *r)
+{
+	switch (r->kind) {
+	case K_READ: case K_READV: case K_DREAD: case K_WRITE: case K_WRITEV:
+	case K_SEND: case K_SENDMSG: case K_SENDFILE: case K_RECV: case K_RECVMSG:
+		return (ssize_t)r->len;
+	case K_SILENT:
+		return 1;
+	default:
+		return -1;
+	}
+}
+
 static void on_done(void *data, ssize_t res)
 {
 	struct rec *r = data;
@@ -397,6 +411,8 @@ static void on_done(void *data, ssize_t res)
 	r->calls++;
 	ck_assert_msg(r->calls == 1 && r->busy, "seed %u: %s completed %d times (res %zd)",
 		      rd->seed, kind_names[r->kind], r->calls, res);
+	ck_assert_msg(asked_len(r) < 0 || res <= asked_len(r), "seed %u: %s: %zd of %zd",
+		      rd->seed, kind_names[r->kind], res, asked_len(r));
 	r->busy = false;
 	r->res = res;
 	rd->busy--;
