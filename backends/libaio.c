@@ -31,6 +31,8 @@
 #include <fcntl.h>
 #include <libaio.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -580,12 +582,137 @@ static void probe_reason(int err, char *reason, size_t len)
 	}
 }
 
+/*
+ * io_destroy() waits for an RCU grace period (tens of ms) even for an idle
+ * context, and a program that makes a context per connection would stall
+ * on each.  So a kernel context with nothing in it is not destroyed with
+ * its afio context: up to KCTX_KEEP of them are kept for the next
+ * afio_create() of the same size, and the rest are destroyed on a thread
+ * of their own.  Only an idle one leaves the caller: one with I/O still in
+ * the kernel is destroyed right there, since io_destroy() also waits for
+ * that I/O, which writes to the program's buffers.  A kept context counts
+ * towards fs.aio-nr like a live one; the kernel frees what is left when
+ * the process exits.  A child of fork() has none of the parent's contexts
+ * (they belong to the parent's memory map), so it forgets the lists.
+ */
+#define KCTX_KEEP	4
+#define KCTX_DOOMED	64
+
+struct kctx {
+	io_context_t io;
+	unsigned nr_events;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct kctx kept[KCTX_KEEP];
+	unsigned nkept;
+	io_context_t doomed[KCTX_DOOMED];
+	unsigned ndoomed;
+	bool reaper_running;
+} kctx_cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static pthread_once_t kctx_once = PTHREAD_ONCE_INIT;
+
+static void kctx_forget_in_child(void)
+{
+	pthread_mutex_init(&kctx_cache.lock, NULL);
+	kctx_cache.nkept = 0;
+	kctx_cache.ndoomed = 0;
+	kctx_cache.reaper_running = false;
+}
+
+static void kctx_setup(void)
+{
+	(void)pthread_atfork(NULL, NULL, kctx_forget_in_child);
+}
+
+static void *kctx_reaper(void *arg)
+{
+	io_context_t io;
+
+	(void)arg;
+	pthread_mutex_lock(&kctx_cache.lock);
+	while (kctx_cache.ndoomed) {
+		io = kctx_cache.doomed[--kctx_cache.ndoomed];
+		pthread_mutex_unlock(&kctx_cache.lock);
+		io_destroy(io);
+		pthread_mutex_lock(&kctx_cache.lock);
+	}
+	kctx_cache.reaper_running = false;
+	pthread_mutex_unlock(&kctx_cache.lock);
+	return NULL;
+}
+
+/* Under the lock: true when io went to the reaper thread. */
+static bool kctx_doom_locked(io_context_t io)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+	int ret;
+
+	if (kctx_cache.ndoomed == KCTX_DOOMED)
+		return false;
+	if (!kctx_cache.reaper_running) {
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		ret = pthread_create(&t, &attr, kctx_reaper, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&attr);
+		if (ret)
+			return false;
+		kctx_cache.reaper_running = true;
+	}
+	kctx_cache.doomed[kctx_cache.ndoomed++] = io;
+	return true;
+}
+
+/* An idle kernel context of exactly nr_events, or NULL. */
+static io_context_t kctx_take(unsigned nr_events)
+{
+	io_context_t io = NULL;
+
+	pthread_once(&kctx_once, kctx_setup);
+	pthread_mutex_lock(&kctx_cache.lock);
+	for (unsigned i = 0; i < kctx_cache.nkept; i++) {
+		if (kctx_cache.kept[i].nr_events == nr_events) {
+			io = kctx_cache.kept[i].io;
+			kctx_cache.kept[i] = kctx_cache.kept[--kctx_cache.nkept];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&kctx_cache.lock);
+	return io;
+}
+
+/* io, with nothing of it left in the kernel: kept, else destroyed by the
+   reaper, else (no thread could be started) here. */
+static void kctx_give_back(io_context_t io, unsigned nr_events)
+{
+	bool gone = true;
+
+	pthread_once(&kctx_once, kctx_setup);
+	pthread_mutex_lock(&kctx_cache.lock);
+	if (kctx_cache.nkept < KCTX_KEEP)
+		kctx_cache.kept[kctx_cache.nkept++] = (struct kctx){ io, nr_events };
+	else
+		gone = kctx_doom_locked(io);
+	pthread_mutex_unlock(&kctx_cache.lock);
+	if (!gone)
+		io_destroy(io);
+}
+
 /* libaio returns -errno itself; it does not set errno. */
 static int setup_io(unsigned entries, io_context_t *io, char *reason, size_t len)
 {
 	int ret;
 
-	*io = NULL;
+	*io = kctx_take(entries);
+	if (*io)
+		return 0;
 	if (entries > INT32_MAX)
 		ret = -EINVAL;
 	else
@@ -605,7 +732,7 @@ static int libaio_probe(const struct afio_config *cfg, char *reason, size_t len)
 	ret = setup_io(cfg->entries, &io, reason, len);
 	if (ret)
 		return ret;
-	io_destroy(io);
+	kctx_give_back(io, cfg->entries);
 	afio_reason(reason, len, "libaio: available");
 	return 0;
 }
@@ -619,9 +746,20 @@ static void free_laio_mem(struct laio *a)
 	free(a);
 }
 
+/* A ring with an event not yet read is not handed on: the next owner
+   would take it for its own. */
+static bool idle(struct laio *a)
+{
+	struct kaio_ring *ring = user_ring(a->io);
+
+	return !a->in_kernel && !a->pending.head && ring && ring->head == ring->tail;
+}
+
 static void free_laio(struct laio *a)
 {
-	if (a->io)
+	if (a->io && idle(a))
+		kctx_give_back(a->io, a->nr_events);
+	else if (a->io)
 		io_destroy(a->io);
 	free_laio_mem(a);
 }
@@ -712,8 +850,8 @@ static int libaio_op_native(const struct afio_engine *e, enum afio_op op, char *
 			return 0;
 		}
 		afio_reason(how, len, "IOCB_CMD_POLL, then without blocking%s",
-			    op == AFIO_OP_ACCEPT || op == AFIO_OP_CONNECT ||
-			    op == AFIO_OP_SENDFILE ? " (O_NONBLOCK sockets; else the pool)" : "");
+			    op == AFIO_OP_ACCEPT || op == AFIO_OP_CONNECT ?
+			    " (O_NONBLOCK sockets; else the pool)" : "");
 		return 1;
 	default:
 		if (op == AFIO_OP_FSYNC) {

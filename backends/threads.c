@@ -660,7 +660,7 @@ static int wait_ready(struct worker *w, struct afio_req *r, int fd)
 
 /*
  * Hold this worker until the socket is ready or the request is canceled:
- * ASYNC, and accept, connect or sendfile on a socket without O_NONBLOCK,
+ * ASYNC, and accept or connect on a socket without O_NONBLOCK,
  * which only a thread that may wait can try (afio_req_sock_flagged()).
  */
 static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)

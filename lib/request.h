@@ -242,13 +242,14 @@ uint64_t afio_deadline_ns(uint64_t ns);
  */
 ssize_t afio_req_sock_nowait(struct afio_req *r, int fd);
 
-/* Whether r can be tried without blocking as it is: accept, connect and
-   sendfile cannot on a socket without O_NONBLOCK (they have no
-   MSG_DONTWAIT); a pool worker does them, with afio_req_sock_flagged(). */
+/* Whether r can be tried without blocking as it is: accept and connect
+   cannot on a socket without O_NONBLOCK (they have no MSG_DONTWAIT); a
+   pool worker does them, with afio_req_sock_flagged().  A sendfile always
+   can: it moves no more than the socket has room for. */
 bool afio_sock_can_try(const struct afio_req *r, int fd);
 
 /* Whether every page a SENDFILE request reads is in the page cache, so
-   that sendfile(2) on a non-blocking socket waits for nothing. */
+   that its sendfile(2) waits for nothing. */
 bool afio_sendfile_cached(const struct afio_req *r);
 
 /* ---- lib/syncops.c: every op done the blocking way, for the pool ---- */

@@ -6,10 +6,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sock_diag.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -85,10 +88,10 @@ static ssize_t connect_nowait(struct afio_req *r, int fd)
  * blocked for the call and the one it raised taken back, unless the
  * thread blocked it already (then it is the thread's to handle).
  */
-static ssize_t sendfile_once(struct afio_req *r, int fd)
+static ssize_t sendfile_at(int fd, int file_fd, uint64_t at, size_t len)
 {
 	static const struct timespec no_wait;
-	off_t off = (off_t)r->off;
+	off_t off = (off_t)at;
 	sigset_t pipe_only, old;
 	ssize_t n;
 	int err;
@@ -97,13 +100,101 @@ static ssize_t sendfile_once(struct afio_req *r, int fd)
 	sigaddset(&pipe_only, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
 	do
-		n = sendfile(fd, r->fd2, &off, r->len);
+		n = sendfile(fd, file_fd, &off, len);
 	while (n < 0 && errno == EINTR);
 	err = errno;
 	if (n < 0 && err == EPIPE && !sigismember(&old, SIGPIPE))
 		(void)sigtimedwait(&pipe_only, NULL, &no_wait);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return n < 0 ? -err : n;
+}
+
+/*
+ * sendfile(2) has no per-call way not to block: the socket side waits
+ * unless the open file has O_NONBLOCK (splice(2) with SPLICE_F_NONBLOCK
+ * too: that flag covers the pipe, not the socket).  Those flags belong to
+ * every descriptor of the open file, in this process and in others, and
+ * can change between a look and the call, so nothing here reads or sets
+ * them.  Instead a call moves no more than the socket has room for: the
+ * kernel makes a sender wait only when it starts a new segment (TCP) or
+ * buffer (AF_UNIX) while the bytes it holds for the socket reach its send
+ * buffer size, and SO_MEMINFO says both.  Half of the room goes per call,
+ * so that the other half covers the segments' own overhead; the room is
+ * asked again after each full call, a few times, to use most of it.  What
+ * the kernel does not count there is not covered: TCP_NOTSENT_LOWAT set
+ * on the socket, TCP's memory pressure across the whole system, or a
+ * blocking writer outside this library taking the room in the meantime.
+ */
+#define SENDFILE_ROUNDS 4
+
+static ssize_t sendfile_room(int fd)
+{
+	uint32_t mem[SK_MEMINFO_VARS];
+	socklen_t len = sizeof(mem);
+	uint32_t held;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mem, &len) < 0)
+		return -errno;
+	held = mem[SK_MEMINFO_WMEM_QUEUED] > mem[SK_MEMINFO_WMEM_ALLOC] ?
+	       mem[SK_MEMINFO_WMEM_QUEUED] : mem[SK_MEMINFO_WMEM_ALLOC];
+	return held < mem[SK_MEMINFO_SNDBUF] ? (mem[SK_MEMINFO_SNDBUF] - held) / 2 : 0;
+}
+
+/*
+ * Two threads of this process measuring the same room at once would each
+ * send into it: sends on one socket take turns, by a lock striped by the
+ * socket's inode (each dup of the socket has the same).  A child of fork()
+ * gets fresh locks: the threads that held them are not there.
+ */
+#define SENDFILE_STRIPES 64
+
+static pthread_mutex_t sendfile_locks[SENDFILE_STRIPES];
+static pthread_once_t sendfile_locks_once = PTHREAD_ONCE_INIT;
+
+static void sendfile_locks_init(void)
+{
+	for (unsigned i = 0; i < SENDFILE_STRIPES; i++)
+		pthread_mutex_init(&sendfile_locks[i], NULL);
+}
+
+static void sendfile_locks_setup(void)
+{
+	sendfile_locks_init();
+	(void)pthread_atfork(NULL, NULL, sendfile_locks_init);
+}
+
+static ssize_t sendfile_bounded(struct afio_req *r, int fd)
+{
+	pthread_mutex_t *lock;
+	ssize_t n = 0, room;
+	size_t sent = 0;
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	/* Not a socket: sendfile(2) says what it does with it. */
+	if (!S_ISSOCK(st.st_mode))
+		return sendfile_at(fd, r->fd2, r->off, r->len);
+	pthread_once(&sendfile_locks_once, sendfile_locks_setup);
+	lock = &sendfile_locks[st.st_ino % SENDFILE_STRIPES];
+	pthread_mutex_lock(lock);
+	for (unsigned i = 0; i < SENDFILE_ROUNDS && (sent < r->len || !r->len); i++) {
+		room = sendfile_room(fd);
+		if (room <= 0) {
+			n = room ? room : -EAGAIN;
+			break;
+		}
+		if ((size_t)room > r->len - sent)
+			room = (ssize_t)(r->len - sent);
+		n = sendfile_at(fd, r->fd2, r->off + sent, (size_t)room);
+		if (n <= 0)
+			break;
+		sent += (size_t)n;
+		if (n < room)
+			break;
+	}
+	pthread_mutex_unlock(lock);
+	return sent ? (ssize_t)sent : n;
 }
 
 ssize_t afio_req_sock_nowait(struct afio_req *r, int fd)
@@ -117,7 +208,7 @@ ssize_t afio_req_sock_nowait(struct afio_req *r, int fd)
 	case AFIO_OP_CONNECT:
 		return connect_nowait(r, fd);
 	case AFIO_OP_SENDFILE:
-		return sendfile_once(r, fd);
+		return sendfile_bounded(r, fd);
 	default:
 		break;
 	}
@@ -132,11 +223,39 @@ ssize_t afio_req_sock_nowait(struct afio_req *r, int fd)
 	return neg_errno(n);
 }
 
-/* The socket ops that have no MSG_DONTWAIT: only O_NONBLOCK keeps them
-   from blocking. */
+/* The socket ops that have no MSG_DONTWAIT and no other bound: only
+   O_NONBLOCK keeps them from blocking. */
 static bool needs_nonblocking_fd(const struct afio_req *r)
 {
-	return r->op == AFIO_OP_ACCEPT || r->op == AFIO_OP_CONNECT || r->op == AFIO_OP_SENDFILE;
+	return r->op == AFIO_OP_ACCEPT || r->op == AFIO_OP_CONNECT;
+}
+
+/*
+ * accept and connect on a socket without O_NONBLOCK get it for one call
+ * (afio_req_sock_flagged); every look at the flags for them, and every
+ * such call, takes this lock, so that no thread of this process ever sees
+ * an O_NONBLOCK that a pool worker set for a moment and takes it for the
+ * application's own: it would call accept(2) or connect(2) as if they
+ * could not block, and the flag gone again they would, where no cancel
+ * reaches.  Held only around calls that cannot block.
+ */
+static pthread_mutex_t nonblock_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t nonblock_lock_once = PTHREAD_ONCE_INIT;
+
+static void nonblock_lock_reset(void)
+{
+	pthread_mutex_init(&nonblock_lock, NULL);
+}
+
+static void nonblock_lock_setup(void)
+{
+	(void)pthread_atfork(NULL, NULL, nonblock_lock_reset);
+}
+
+static void nonblock_lock_take(void)
+{
+	pthread_once(&nonblock_lock_once, nonblock_lock_setup);
+	pthread_mutex_lock(&nonblock_lock);
 }
 
 bool afio_sock_can_try(const struct afio_req *r, int fd)
@@ -145,7 +264,9 @@ bool afio_sock_can_try(const struct afio_req *r, int fd)
 
 	if (!needs_nonblocking_fd(r))
 		return true;
+	nonblock_lock_take();
 	fl = fcntl(fd, F_GETFL);
+	pthread_mutex_unlock(&nonblock_lock);
 	/* A bad fd is tried, so that it fails at once with EBADF. */
 	return fl < 0 || (fl & O_NONBLOCK);
 }
@@ -189,10 +310,11 @@ bool afio_sendfile_cached(const struct afio_req *r)
 }
 
 /*
- * accept, connect and sendfile have no MSG_DONTWAIT, and a worker blocked
- * in them could not be canceled: the socket's file description is made
- * O_NONBLOCK for the one call.  Another thread that starts a blocking call
- * on the same socket in that moment gets EAGAIN (asyncfio(7)).
+ * accept and connect have no MSG_DONTWAIT, and a worker blocked in them
+ * could not be canceled: the socket's file description is made O_NONBLOCK
+ * for the one call, under nonblock_lock.  Another thread that starts a
+ * blocking call on the same socket in that moment gets EAGAIN
+ * (asyncfio(7)).
  */
 ssize_t afio_req_sock_flagged(struct afio_req *r, int fd)
 {
@@ -201,12 +323,15 @@ ssize_t afio_req_sock_flagged(struct afio_req *r, int fd)
 
 	if (!needs_nonblocking_fd(r))
 		return afio_req_sock_nowait(r, fd);
+	nonblock_lock_take();
 	fl = fcntl(fd, F_GETFL);
-	if (fl < 0)
-		return -errno;
-	if ((fl & O_NONBLOCK) || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return afio_req_sock_nowait(r, fd);
-	n = afio_req_sock_nowait(r, fd);
-	(void)fcntl(fd, F_SETFL, fl);
+	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)) {
+		n = -errno;
+	} else {
+		n = afio_req_sock_nowait(r, fd);
+		if (!(fl & O_NONBLOCK))
+			(void)fcntl(fd, F_SETFL, fl);
+	}
+	pthread_mutex_unlock(&nonblock_lock);
 	return n;
 }

@@ -486,6 +486,69 @@ START_TEST(test_fork_child_closes_socket_dups)
 }
 END_TEST
 
+/* The rings of this process's kernel AIO contexts: each is mapped as
+   "[aio]" in /proc/self/maps for as long as the context lives. */
+static int aio_rings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, "[aio]") != NULL;
+	fclose(f);
+	return n;
+}
+
+/*
+ * afio_destroy() leaves io_destroy(), which waits for an RCU grace period
+ * (some 33 ms), to no caller: an idle kernel context is kept and the next
+ * context of the same size takes it, so a program that makes a context
+ * per connection sets up and destroys no kernel context at all after the
+ * first.  Counted by the rings mapped, not timed.  Then more contexts at
+ * once than are kept: the rest go to the reaper thread, and a new round of
+ * contexts still starts.
+ */
+START_TEST(test_destroy_keeps_kernel_context)
+{
+	afio_ctx *many[12];
+	struct tu_done d;
+	int sv[2], rings;
+	char byte;
+
+	tu_socketpair(sv);
+	rings = -1;
+	for (int i = 0; i < 50; i++) {
+		afio_ctx *ctx = new_ctx();
+
+		ck_assert_msg(rings < 0 || aio_rings() == rings,
+			      "context %d: %d kernel contexts, %d after the first was destroyed", i,
+			      aio_rings(), rings);
+		/* A poll in the kernel, canceled by the destroy. */
+		memset(&d, 0, sizeof(d));
+		ck_assert_int_eq(afio_recv(ctx, sv[1], &byte, 1, 0, tu_on_done, &d), 0);
+		ck_assert_int_ge(afio_submit(ctx), 0);
+		afio_destroy(ctx);
+		ck_assert_int_eq(d.calls, 1);
+		ck_assert_int_eq(d.res, -ECANCELED);
+		if (rings < 0)
+			rings = aio_rings();
+		ck_assert_msg(aio_rings() == rings, "after destroy %d: %d kernel contexts, %d before",
+			      i, aio_rings(), rings);
+	}
+	ck_assert_int_gt(rings, 0);
+	for (int round = 0; round < 3; round++) {
+		for (unsigned i = 0; i < sizeof(many) / sizeof(many[0]); i++)
+			many[i] = new_ctx();
+		for (unsigned i = 0; i < sizeof(many) / sizeof(many[0]); i++)
+			afio_destroy(many[i]);
+	}
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *libaio_suite(void)
 {
 	Suite *s = suite_create("libaio");
@@ -504,6 +567,7 @@ static Suite *libaio_suite(void)
 		tcase_add_test(sockets, test_fork_child_closes_socket_dups);
 	tcase_add_test(probe, test_denied_by_seccomp);
 	tcase_add_test(probe, test_aio_max_nr_reason);
+	tcase_add_test(probe, test_destroy_keeps_kernel_context);
 	tcase_set_timeout(direct, 120);
 	tcase_set_timeout(sockets, 120);
 	tcase_set_timeout(probe, 120);

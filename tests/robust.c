@@ -1174,6 +1174,142 @@ START_TEST(test_connect_outlives_its_thread)
 }
 END_TEST
 
+/* ---- a cancel reaches every request on a blocking socket ---- */
+
+/* Runs fn(arg) on a thread and fails the test if it has not returned
+   after HANG_MS: a watchdog for a call stuck for good. */
+static void run_or_hang(void *(*fn)(void *), void *arg, const char *what)
+{
+	struct timespec until;
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, fn, arg), 0);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += HANG_MS / 1000;
+	ck_assert_msg(pthread_timedjoin_np(t, NULL, &until) == 0, "%s did not return after %d ms",
+		      what, HANG_MS);
+}
+
+#define BLOCKING_SENDFILES 24
+#define BLOCKING_FILE_LEN (1u << 20)
+#define BLOCKING_ROUNDS 12
+
+struct blocking_round {
+	afio_ctx *ctx;
+	int calls;
+	ssize_t odd;		/* a result neither -ECANCELED nor a count in range */
+	int sv[2];
+	int file;
+	bool clear_nonblock;	/* the program's own flags change under it */
+};
+
+/* A TCP pair whose buffers hold little: SO_RCVBUF before connect fixes the
+   window, SO_SNDBUF keeps the sender's from growing. */
+static void small_tcp_pair(int sv[2])
+{
+	int small = 64 << 10;
+
+	tcp_pair(sv);
+	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	ck_assert_int_eq(setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+}
+
+static void on_blocking_sendfile(void *data, ssize_t res)
+{
+	struct blocking_round *b = data;
+
+	b->calls++;
+	if (res != -ECANCELED && (res < 0 || res > BLOCKING_FILE_LEN))
+		b->odd = res;
+}
+
+static void *cancel_and_destroy(void *arg)
+{
+	struct blocking_round *b = arg;
+	char sink[16 << 10];
+	size_t got = 0;
+	int ret;
+
+	ck_assert_int_ge(afio_submit(b->ctx), 0);
+	for (int i = 0; i < 20; i++)
+		ck_assert_int_ge(afio_poll(b->ctx, 0, 1), 0);
+	if (b->clear_nonblock) {
+		/* Another holder of the open file makes it blocking, and
+		   the peer reads some: the socket has room again. */
+		ck_assert_int_eq(fcntl(b->sv[0], F_SETFL, 0), 0);
+		for (int i = 0; i < 1000; i++) {
+			ssize_t n = recv(b->sv[1], sink, sizeof(sink), MSG_DONTWAIT);
+
+			if (n < 0 && errno == EAGAIN && got)
+				break;
+			if (n < 0 && errno == EAGAIN)
+				ck_assert_int_ge(afio_poll(b->ctx, 0, 1), 0);
+			else
+				ck_assert_int_gt(n, 0);
+			got += n > 0 ? (size_t)n : 0;
+		}
+		for (int i = 0; i < 20; i++)
+			ck_assert_int_ge(afio_poll(b->ctx, 0, 1), 0);
+	}
+	ret = afio_cancel(b->ctx, b);
+	ck_assert_msg(ret >= 0 || ret == -ENOENT, "afio_cancel: %s", strerror(-ret));
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_ge(afio_poll(b->ctx, 0, 0), 0);
+	afio_destroy(b->ctx);
+	return NULL;
+}
+
+/*
+ * Many sendfiles of a large file on one socket whose peer reads nothing,
+ * then cancel and destroy; with clear_nonblock, the socket starts
+ * non-blocking and the program clears O_NONBLOCK while they wait.  The
+ * pool once set O_NONBLOCK on the open file for one call, another worker
+ * took the flag for the program's and called sendfile(2) directly, and
+ * that call blocked in the kernel for good, out of reach of any cancel;
+ * destroy never returned.  Every request completes once, with at most its
+ * length.
+ */
+static void sendfiles_on_blocking_socket(bool clear_nonblock)
+{
+	static char chunk[64 << 10];
+	struct blocking_round b;
+
+	memset(chunk, 'x', sizeof(chunk));
+	for (int round = 0; round < BLOCKING_ROUNDS; round++) {
+		memset(&b, 0, sizeof(b));
+		b.clear_nonblock = clear_nonblock;
+		b.file = tu_tmpfile(0);
+		ck_assert_int_ge(b.file, 0);
+		for (unsigned off = 0; off < BLOCKING_FILE_LEN; off += sizeof(chunk))
+			ck_assert_int_eq(pwrite(b.file, chunk, sizeof(chunk), off), sizeof(chunk));
+		small_tcp_pair(b.sv);
+		if (clear_nonblock)
+			ck_assert_int_eq(fcntl(b.sv[0], F_SETFL, O_NONBLOCK), 0);
+		b.ctx = new_ctx(BLOCKING_SENDFILES);
+		for (int i = 0; i < BLOCKING_SENDFILES; i++)
+			ck_assert_int_eq(afio_sendfile(b.ctx, b.sv[0], b.file, 0, BLOCKING_FILE_LEN,
+						       on_blocking_sendfile, &b), 0);
+		run_or_hang(cancel_and_destroy, &b, "cancel and destroy of sendfiles on a blocking socket");
+		ck_assert_int_eq(b.calls, BLOCKING_SENDFILES);
+		ck_assert_msg(!b.odd, "round %d: a sendfile said %zd", round, b.odd);
+		close(b.sv[0]);
+		close(b.sv[1]);
+		close(b.file);
+	}
+}
+
+START_TEST(test_cancel_sendfiles_on_blocking_socket)
+{
+	sendfiles_on_blocking_socket(false);
+}
+END_TEST
+
+START_TEST(test_cancel_sendfiles_after_nonblock_cleared)
+{
+	sendfiles_on_blocking_socket(true);
+}
+END_TEST
+
 static Suite *robust_suite(void)
 {
 	Suite *s = suite_create("robust");
@@ -1184,6 +1320,7 @@ static Suite *robust_suite(void)
 	TCase *fail = tcase_create("fail-at-once");
 	TCase *queue = tcase_create("queue");
 	TCase *exiting = tcase_create("thread-exit");
+	TCase *blocking = tcase_create("blocking-socket");
 
 	tcase_add_test(args, test_null_context_and_config);
 	tcase_add_test(args, test_mode_fixed_against_environment);
@@ -1214,6 +1351,9 @@ static Suite *robust_suite(void)
 	tcase_add_test(exiting, test_sendfile_after_canceled_one_of_a_gone_thread);
 	tcase_add_test(exiting, test_connect_outlives_its_thread);
 	suite_add_tcase(s, exiting);
+	tcase_add_test(blocking, test_cancel_sendfiles_on_blocking_socket);
+	tcase_add_test(blocking, test_cancel_sendfiles_after_nonblock_cleared);
+	suite_add_tcase(s, blocking);
 	return s;
 }
 

@@ -389,6 +389,20 @@ static void other_done(struct round *rd, struct rec *r, ssize_t res)
 	}
 }
 
+/* The bytes a request with a length asked for, or -1 for one without. */
+static ssize_t asked_len(const struct rec *r)
+{
+	switch (r->kind) {
+	case K_READ: case K_READV: case K_DREAD: case K_WRITE: case K_WRITEV:
+	case K_SEND: case K_SENDMSG: case K_SENDFILE: case K_RECV: case K_RECVMSG:
+		return (ssize_t)r->len;
+	case K_SILENT:
+		return 1;
+	default:
+		return -1;
+	}
+}
+
 static void on_done(void *data, ssize_t res)
 {
 	struct rec *r = data;
@@ -397,6 +411,8 @@ static void on_done(void *data, ssize_t res)
 	r->calls++;
 	ck_assert_msg(r->calls == 1 && r->busy, "seed %u: %s completed %d times (res %zd)",
 		      rd->seed, kind_names[r->kind], r->calls, res);
+	ck_assert_msg(asked_len(r) < 0 || res <= asked_len(r), "seed %u: %s: %zd of %zd",
+		      rd->seed, kind_names[r->kind], res, asked_len(r));
 	r->busy = false;
 	r->res = res;
 	rd->busy--;
@@ -569,14 +585,21 @@ static int issue_connect(struct round *rd, struct rec *r)
 
 static int issue_path(struct round *rd, struct rec *r)
 {
+	int ret;
+
 	switch (r->kind) {
 	case K_OPENAT:
 		return afio_openat(rd->ctx, rd->dir, "data", O_RDONLY | O_CLOEXEC, 0, on_done, r);
 	case K_CLOSE:
 		if (!rd->nopened)
 			return -EBUSY;
-		r->fd = rd->opened[--rd->nopened];
-		return afio_close(rd->ctx, r->fd, on_done, r);
+		/* Off the list only once the close is queued: one refused
+		   (a full queue) leaves the fd to close_all(). */
+		r->fd = rd->opened[rd->nopened - 1];
+		ret = afio_close(rd->ctx, r->fd, on_done, r);
+		if (!ret)
+			rd->nopened--;
+		return ret;
 	case K_STATX:
 		return afio_statx(rd->ctx, rd->dir, "data", 0, STATX_SIZE, &r->stx, on_done, r);
 	default:
@@ -1148,13 +1171,24 @@ START_TEST(test_soak)
 	unsigned seed = v && *v ? (unsigned)strtoul(v, NULL, 10) : (unsigned)time(NULL);
 	double limit = soak_seconds();
 	struct timespec t0;
+	int fds, fds_after_first = 0;
 	pthread_t dog;
 
 	ck_assert_int_eq(posix_memalign((void **)&buffers, BLK, (size_t)(NRECS + 1) * BLK), 0);
 	ck_assert_int_eq(pthread_create(&dog, NULL, watchdog_main, NULL), 0);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (unsigned no = 0; no < F_COUNT || seconds_since(&t0) < limit; no++)
+	for (unsigned no = 0; no < F_COUNT || seconds_since(&t0) < limit; no++) {
 		run_round(seed + no);
+		/* Each round closes all it opened, and a destroyed context
+		   holds nothing: one fd more after any round is a leak, the
+		   test's or the library's.  Counted from the end of the first
+		   round, so that what a runtime opens once does not count. */
+		fds = tu_count_fds();
+		if (!no)
+			fds_after_first = fds;
+		ck_assert_msg(fds <= fds_after_first, "seed %u: %d fds open after the round, "
+			      "%d after the first", seed + no, fds, fds_after_first);
+	}
 	report(seed, seconds_since(&t0));
 	for (int f = 0; f < F_COUNT; f++)
 		ck_assert_uint_gt(total.faults[f] + (f == F_QUEUE_FULL || f == F_CANCEL), 0);

@@ -141,6 +141,33 @@ void tu_on_done(void *data, ssize_t res)
 
 	d->calls++;
 	d->res = res;
+	if (!d->asking)
+		return;
+	ck_assert_msg(res <= (ssize_t)d->asked, "a request for %zu bytes reported %zd", d->asked,
+		      res);
+	if (!--d->asking)
+		d->asked = 0;
+}
+
+void *tu_asking(afio_cb cb, void *data, size_t len)
+{
+	struct tu_done *d = data;
+
+	if (cb != tu_on_done || !d)
+		return data;
+	d->asking++;
+	if (len > d->asked)
+		d->asked = len;
+	return data;
+}
+
+size_t tu_iov_len(const struct iovec *iov, int cnt)
+{
+	size_t n = 0;
+
+	for (int i = 0; iov && i < cnt; i++)
+		n += iov[i].iov_len;
+	return n;
 }
 
 void tu_wait_done(afio_ctx *ctx, struct tu_done *d)

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "asyncfio.h"
 
@@ -34,13 +35,25 @@ afio_ctx *tu_create(struct afio_config *cfg);
 /* afio_create() of exactly backend b in mode m, with AFIO_NO_FALLBACK. */
 afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries);
 
-/* A callback's record: how often it ran, with what. */
+/* A callback's record: how often it ran, with what.  asking: requests
+   with a length in flight on it (tu_asking), asked: the largest length. */
 struct tu_done {
 	int calls;
 	ssize_t res;
+	int asking;
+	size_t asked;
 };
 
+/* Records res; fails the test when a request of tu_asking() reports more
+   bytes than it asked for. */
 void tu_on_done(void *data, ssize_t res);
+
+/* data, after noting in it (when cb is tu_on_done) that a request for len
+   bytes completes there: to wrap the data argument of a call. */
+void *tu_asking(afio_cb cb, void *data, size_t len);
+
+/* The bytes cnt iovecs ask for. */
+size_t tu_iov_len(const struct iovec *iov, int cnt);
 
 /* Polls until d has completed; fails the test if afio_poll() errs. */
 void tu_wait_done(afio_ctx *ctx, struct tu_done *d);
