@@ -10,6 +10,7 @@ ratios (ours / theirs) with their min-max, and the medians of fio's IOPS,
 clat p50/p99, slat mean/max and CPU (usr+sys %).
 
   integrations/fio/bench.py [--rounds 5] [--runtime 3] [--qd 32] [--out FILE.md]
+                            [--pairs io_uring,libaio] [--workloads "4k randread O_DIRECT"]
 
 Runs under flock /tmp/afio-bench.lock, one benchmark at a time.
 """
@@ -74,8 +75,12 @@ def main():
     ap.add_argument("--dir", default=os.environ.get("AFIO_FIO_DIR",
                                                     os.path.join(REPO, "build-fio", "bench-data")))
     ap.add_argument("--out", help="write the markdown table here too")
+    ap.add_argument("--pairs", help="comma-separated pair names (io_uring,libaio,threads/async,threads/inline)")
+    ap.add_argument("--workloads", help="comma-separated workload names, as in the table")
     args = ap.parse_args()
 
+    pairs = [p for p in PAIRS if not args.pairs or p[0] in args.pairs.split(",")]
+    workloads = [w for w in WORKLOADS if not args.workloads or w[0] in args.workloads.split(",")]
     engine = subprocess.run([os.path.join(HERE, "build.sh")], check=True,
                             capture_output=True, text=True).stdout.strip().splitlines()[-1]
     os.makedirs(args.dir, exist_ok=True)
@@ -86,8 +91,8 @@ def main():
 
     results = {}  # (workload, pair) -> {"a": [...], "b": [...]}
     for r in range(args.rounds):
-        for wname, work in WORKLOADS:
-            for pname, afio_opts, theirs, _ in PAIRS:
+        for wname, work in workloads:
+            for pname, afio_opts, theirs, _ in pairs:
                 a_args = ours_engine + afio_opts
                 b_args = [f"--ioengine={theirs}"]
                 order = [("a", a_args), ("b", b_args)]
