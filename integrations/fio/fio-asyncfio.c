@@ -286,8 +286,8 @@ static enum fio_q_status afio_fio_queue(struct thread_data *td, struct io_u *io_
 	if (ret == -EAGAIN)
 		return FIO_Q_BUSY;
 	if (ret < 0) {
+		/* fio reports it, and continue_on_error decides */
 		io_u->error = -ret;
-		td_verror(td, io_u->error, "afio queue");
 		return FIO_Q_COMPLETED;
 	}
 	if (o->submit_each) {
