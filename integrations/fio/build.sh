@@ -90,12 +90,17 @@ fi
 
 # Debian's configure line and build flags: the override in debian/rules,
 # run under dpkg-buildflags with the maintainer options the rules file sets.
-configure_as_debian() {
+# Every run, configured or not: fio's Makefile takes CFLAGS from here,
+# for the engine's flags and for --fio.
+debian_build_flags() {
 	local maint_opts ld_prepend
 	maint_opts="$(sed -n 's/^export DEB_BUILD_MAINT_OPTIONS *= *//p' debian/rules)"
 	ld_prepend="$(sed -n 's/^export DEB_LDFLAGS_MAINT_PREPEND *:*= *//p' debian/rules)"
 	eval "$(DEB_BUILD_MAINT_OPTIONS="$maint_opts" DEB_LDFLAGS_MAINT_PREPEND="$ld_prepend" \
 		dpkg-buildflags --export=sh)"
+}
+
+configure_as_debian() {
 	if grep -q '^override_dh_auto_configure:' debian/rules; then
 		say "configure as debian/rules does: $(sed -n '/^override_dh_auto_configure:/{n;s/^\t//;p}' debian/rules)"
 		make -s -f debian/rules override_dh_auto_configure >configure.log 2>&1
@@ -106,6 +111,7 @@ configure_as_debian() {
 }
 
 cd "$tree"
+[ -f debian/rules ] && debian_build_flags
 if [ ! -f config-host.h ]; then
 	if [ -f debian/rules ]; then
 		# configure enables what it finds: without Debian's build
@@ -158,5 +164,16 @@ cc $fio_cflags -fPIC -shared -Werror \
 if [ "$build_fio" = yes ]; then
 	say "building fio from the same tree ($tree/fio)"
 	nice make -s -j"$jobs" fio >build.log 2>&1
+	# the same configuration as the installed fio, as far as a binary tells:
+	# its built-in engines, its options, its dynamic symbols
+	stock=/usr/bin/fio
+	if [ -x "$stock" ] && [ "$("$stock" --version)" = "$fio_version" ]; then
+		same=yes
+		cmp -s <("$stock" --enghelp) <(./fio --enghelp) || same="no (engines differ)"
+		cmp -s <("$stock" --cmdhelp=all 2>&1) <(./fio --cmdhelp=all 2>&1) || same="no (options differ)"
+		cmp -s <(nm -D "$stock" | awk '{print $NF}' | sort) <(nm -D ./fio | awk '{print $NF}' | sort) ||
+			same="no (dynamic symbols differ)"
+		say "same engines, options and dynamic symbols as $stock: $same"
+	fi
 fi
 echo "$engine"
