@@ -12,9 +12,10 @@
  * exact fio version and its configure result (config-host.h) and is not
  * checked by fio beyond FIO_IOOPS_VERSION.  build.sh builds this file
  * against the source and configuration of the fio it is meant for and
- * passes that fio's version string in AFIO_FIO_VERSION; init refuses any
- * other fio, and checks a few thread_options offsets against the running
- * fio's own option table, before any of fio's structures are read.
+ * passes that fio's version string in AFIO_FIO_VERSION.  At load, before
+ * fio parses our options or we read any of its structures, the engine
+ * refuses any other fio, and a fio whose own option table puts a few
+ * thread_options fields elsewhere than we were compiled for.
  */
 #include <dlfcn.h>
 #include <errno.h>
