@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""fio's own engines against fio-asyncfio.so in fio's harness, alternated.
+
+Every pair runs the same fio command line but for --ioengine (and our
+afio_* options): same file, same queue depth, same batching
+(--iodepth_batch_submit=QD --iodepth_batch_complete_min=1), same buffers
+(--iomem=mmap).  Each round runs every pair, A then B, the order swapped
+every other round; the report gives per pair the median of the per-round
+ratios (ours / theirs) with their min-max, and the medians of fio's IOPS,
+clat p50/p99, slat mean/max and CPU (usr+sys %).
+
+  integrations/fio/bench.py [--rounds 5] [--runtime 3] [--qd 32] [--out FILE.md]
+                            [--pairs io_uring,libaio] [--workloads "4k randread O_DIRECT"]
+
+Runs under flock /tmp/afio-bench.lock, one benchmark at a time.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+# (name, ours: afio options, theirs: fio engine, what the goal is)
+PAIRS = [
+    ("io_uring", ["--afio_backend=io_uring", "--afio_mode=inline"], "io_uring", 0.95),
+    ("libaio", ["--afio_backend=libaio", "--afio_mode=inline"], "libaio", 0.95),
+    ("threads/async", ["--afio_backend=threads", "--afio_mode=async"], "posixaio", 1.2),
+    ("threads/inline", ["--afio_backend=threads", "--afio_mode=inline"], "posixaio", 1.2),
+]
+WORKLOADS = [
+    ("4k randread cached", ["--rw=randread", "--bs=4k", "--direct=0"]),
+    ("4k randread O_DIRECT", ["--rw=randread", "--bs=4k", "--direct=1"]),
+    ("64k randread cached", ["--rw=randread", "--bs=64k", "--direct=0"]),
+]
+
+
+def fio_run(fio, engine_args, work, args, path):
+    cmd = [fio, "--name=b", f"--filename={path}", f"--size={args.size}",
+           f"--runtime={args.runtime}", "--time_based", "--ramp_time=0.5",
+           f"--iodepth={args.qd}", f"--iodepth_batch_submit={args.qd}",
+           "--iodepth_batch_complete_min=1", "--iomem=mmap",
+           "--output-format=json"] + work + engine_args
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    # the engine's own lines (which backend runs) come before fio's JSON
+    job = json.loads(out[re.search(r"^\{", out, re.M).start():])["jobs"][0]
+    rd = job["read"]
+    pct = rd["clat_ns"].get("percentile", {})
+    return {
+        "iops": rd["iops"],
+        "p50": pct.get("50.000000", 0) / 1000,
+        "p99": pct.get("99.000000", 0) / 1000,
+        "slat_mean": rd["slat_ns"]["mean"] / 1000,
+        "slat_max": rd["slat_ns"]["max"] / 1000,
+        "cpu": job["usr_cpu"] + job["sys_cpu"],
+        "cmd": " ".join(cmd),
+    }
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--runtime", type=int, default=3)
+    ap.add_argument("--qd", type=int, default=32)
+    ap.add_argument("--size", default="256m")
+    ap.add_argument("--fio", default=os.environ.get("FIO", "/usr/bin/fio"))
+    ap.add_argument("--dir", default=os.environ.get("AFIO_FIO_DIR",
+                                                    os.path.join(REPO, "build-fio", "bench-data")))
+    ap.add_argument("--out", help="write the markdown table here too")
+    ap.add_argument("--pairs", help="comma-separated pair names (io_uring,libaio,threads/async,threads/inline)")
+    ap.add_argument("--workloads", help="comma-separated workload names, as in the table")
+    args = ap.parse_args()
+
+    pairs = [p for p in PAIRS if not args.pairs or p[0] in args.pairs.split(",")]
+    workloads = [w for w in WORKLOADS if not args.workloads or w[0] in args.workloads.split(",")]
+    engine = subprocess.run([os.path.join(HERE, "build.sh")], check=True,
+                            capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    os.makedirs(args.dir, exist_ok=True)
+    path = os.path.join(args.dir, "bench-file")
+    subprocess.run([args.fio, "--name=lay", f"--filename={path}", f"--size={args.size}",
+                    "--rw=write", "--bs=1m", "--output=/dev/null"], check=True)
+    ours_engine = [f"--ioengine=external:{engine}"]
+
+    results = {}  # (workload, pair) -> {"a": [...], "b": [...]}
+    for r in range(args.rounds):
+        for wname, work in workloads:
+            for pname, afio_opts, theirs, _ in pairs:
+                a_args = ours_engine + afio_opts
+                b_args = [f"--ioengine={theirs}"]
+                order = [("a", a_args), ("b", b_args)]
+                if r % 2:
+                    order.reverse()
+                cell = results.setdefault((wname, pname), {"a": [], "b": []})
+                for side, eargs in order:
+                    cell[side].append(fio_run(args.fio, eargs, work, args, path))
+                ra, rb = cell["a"][-1], cell["b"][-1]
+                print(f"round {r + 1} {wname:22} {pname:15} ours {ra['iops']:9.0f} "
+                      f"{theirs} {rb['iops']:9.0f} ratio {ra['iops'] / rb['iops']:.3f}",
+                      file=sys.stderr, flush=True)
+    os.remove(path)
+
+    commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    lines = [
+        f"fio {subprocess.run([args.fio, '--version'], capture_output=True, text=True).stdout.strip()}, "
+        f"commit {commit}, {args.rounds} rounds alternated, {args.runtime} s each, "
+        f"iodepth {args.qd}, iodepth_batch_submit={args.qd}, iodepth_batch_complete_min=1, "
+        f"iomem=mmap, file {args.size} on {args.dir}",
+        "",
+        "| workload | ours | fio engine | IOPS ours | IOPS fio | ratio (median, min-max) | goal | "
+        "clat p50/p99 µs ours | fio | slat mean/max µs ours | fio | CPU % ours | fio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (wname, pname), cell in results.items():
+        theirs, goal = next((t, g) for p, _, t, g in PAIRS if p == pname)
+        ratios = [a["iops"] / b["iops"] for a, b in zip(cell["a"], cell["b"])]
+        m = {side: {k: med([x[k] for x in cell[side]]) for k in
+                    ("iops", "p50", "p99", "slat_mean", "slat_max", "cpu")}
+             for side in ("a", "b")}
+        ok = "met" if med(ratios) >= goal else "missed"
+        lines.append(
+            f"| {wname} | {pname} | {theirs} | {m['a']['iops']:.0f} | {m['b']['iops']:.0f} | "
+            f"{med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | ≥{goal} {ok} | "
+            f"{m['a']['p50']:.1f}/{m['a']['p99']:.1f} | {m['b']['p50']:.1f}/{m['b']['p99']:.1f} | "
+            f"{m['a']['slat_mean']:.1f}/{m['a']['slat_max']:.0f} | "
+            f"{m['b']['slat_mean']:.1f}/{m['b']['slat_max']:.0f} | "
+            f"{m['a']['cpu']:.0f} | {m['b']['cpu']:.0f} |")
+    first = next(iter(results.values()))
+    lines += ["", "Commands (one round, one pair; the others differ only in --ioengine/afio_* and the workload):",
+              "", "    " + first["a"][0]["cmd"], "    " + first["b"][0]["cmd"]]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    if os.environ.get("AFIO_BENCH_LOCKED") != "1":
+        os.environ["AFIO_BENCH_LOCKED"] = "1"
+        os.execvp("flock", ["flock", "/tmp/afio-bench.lock", sys.executable] + sys.argv)
+    main()
