@@ -30,7 +30,7 @@ extern "C" {
 
 /* The version of this header; afio_version() gives the library's. */
 #define AFIO_VERSION_MAJOR	0
-#define AFIO_VERSION_MINOR	2
+#define AFIO_VERSION_MINOR	3
 #define AFIO_VERSION_PATCH	0
 #define AFIO_VERSION_NUM(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define AFIO_VERSION \
@@ -191,9 +191,9 @@ AFIO_API int afio_sendfile(afio_ctx *ctx, int sock_fd, int file_fd, uint64_t off
    canceled.  The expiry makes afio_eventfd() readable like any completion. */
 AFIO_API int afio_timeout(afio_ctx *ctx, uint64_t ns, afio_cb cb, void *data);
 
-/* A request that does nothing and completes with res 0: a way to wake the
-   loop that watches afio_eventfd(), and the measure of what a request
-   costs.  It waits for no other request. */
+/* Version 0.3.  A request that does nothing and completes with res 0: a
+   way to wake the loop that watches afio_eventfd(), and the measure of
+   what a request costs.  It waits for no other request. */
 AFIO_API int afio_nop(afio_ctx *ctx, afio_cb cb, void *data);
 
 /* res: the new fd. */
