@@ -119,8 +119,8 @@ build_one() {
 	echo "$dir/objs/nginx"
 }
 
-install_build_deps
 src=$(fetch_source)
+install_build_deps
 src=$(cd "$src" && pwd)
 find_library
 
