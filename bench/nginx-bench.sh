@@ -4,7 +4,8 @@
 # read from the disk with directio, from the disk buffered (the files
 # evicted from the page cache before each run) or from the page cache.
 # Servers: stock "aio on; directio" (Linux AIO), stock "aio threads", stock
-# "sendfile on", and the asyncfio build on each backend and mode.  The
+# "sendfile on", and the asyncfio build on each backend and mode with
+# "aio on" (BACKEND-MODE+sendfile: "aio on; sendfile on").  The
 # servers take turns inside each repetition; nginx's one worker is pinned
 # to one CPU, wrk to the other.
 #
@@ -125,6 +126,10 @@ server_conf() {
 	stock-aio) http="aio on; directio 512;" ;;
 	stock-threads) http="aio threads;" ;;
 	stock-sendfile) http="sendfile on;" ;;
+	*+sendfile)
+	   b=${srv%+sendfile}
+	   events="asyncfio_backend ${b%-*}; asyncfio_mode ${b#*-};"
+	   http="aio on; sendfile on;" ;;
 	*) events="asyncfio_backend ${srv%-*}; asyncfio_mode ${srv#*-};"
 	   http="aio on;" ;;
 	esac
