@@ -12,6 +12,8 @@
 #   bench/nginx-bench.sh [OUT]          (OUT: build-nginx/bench)
 #
 # SIZES="4k 100k 1m mix"  CACHES="directio evicted cached"
+# INTERFERENCE=1: also cached 4 KiB files on 1/4 of the connections while
+# the rest read cold 1 MiB files (the row: size 4k, cache interference)
 # SERVERS="stock-aio stock-threads stock-sendfile io_uring-inline ..."
 # FILES_4K=25000 FILES_100K=25000 FILES_1M=25000  files per size
 # SECONDS_PER_RUN=10 REPS=3 CONNECTIONS=200 THREADS=2 (wrk)
@@ -86,13 +88,13 @@ EOF
 }
 
 warm() {
-	find "$data" -type f -exec cat {} + > /dev/null
+	find "$data/${1:-}" -type f -exec cat {} + > /dev/null
 }
 
 # the wrk script: a random file of the size class per request
 wrk_script() {
-	size=$1
-	if [ "$size" = mix ]; then
+	class=$1
+	if [ "$class" = mix ]; then
 		cat <<EOF
 local n = { $(files_for 4k), $(files_for 100k), $(files_for 1m) }
 local d = { "4k", "100k", "1m" }
@@ -104,7 +106,7 @@ EOF
 	else
 		cat <<EOF
 request = function()
-  return wrk.format("GET", "/$size/" .. math.random(0, $(files_for "$size") - 1))
+  return wrk.format("GET", "/$class/" .. math.random(0, $(files_for "$class") - 1))
 end
 EOF
 	fi
@@ -173,9 +175,10 @@ run_one() {
 	bin=$patched
 	case $srv in stock-*) bin=$stock ;; esac
 	case $cache in
-	cached) warm ;;
+	cached) [ "$size" = mix ] && warm || warm "$size" ;;
 	*) evict ;;
 	esac
+	[ "$cache" = interference ] && warm 4k
 	"$bin" -p "$dir/" -c "$dir/nginx.conf"
 	sleep 0.5
 	worker=$(pgrep -P "$(cat "$dir/nginx.pid")" | head -1)
@@ -183,10 +186,25 @@ run_one() {
 	# a short warm-up connects everything; its requests are not counted
 	taskset -c "$client_cpu" wrk -t1 -c10 -d1s -s "$dir/req.lua" "http://127.0.0.1:$port/" >/dev/null 2>&1 || true
 	case $cache in cached) ;; *) evict ;; esac
+	[ "$cache" = interference ] && warm 4k
 	t0=$(cpu_ticks "$worker")
 	d0=$(disk_read_sectors)
-	res=$(taskset -c "$client_cpu" wrk -t"$wrk_threads" -c"$conns" -d"${secs}s" \
-		-s "$dir/req.lua" "http://127.0.0.1:$port/" 2>&1 | sed -n 's/^RESULT //p')
+	if [ "$cache" = interference ]; then
+		# cold 1 MiB files on 3/4 of the connections while the rest ask
+		# for cached 4 KiB ones: the row is the small files' figures
+		wrk_script 1m > "$dir/big.lua"
+		taskset -c "$client_cpu" wrk -t1 -c$((conns * 3 / 4)) -d"${secs}s" \
+			-s "$dir/big.lua" "http://127.0.0.1:$port/" >"$dir/big.out" 2>&1 &
+		big=$!
+		res=$(taskset -c "$client_cpu" wrk -t1 -c$((conns / 4)) -d"${secs}s" \
+			-s "$dir/req.lua" "http://127.0.0.1:$port/" 2>&1 | sed -n 's/^RESULT //p')
+		wait $big || true
+		big_requests=$(sed -n 's/^RESULT \([0-9]*\).*/\1/p' "$dir/big.out")
+	else
+		big_requests=0
+		res=$(taskset -c "$client_cpu" wrk -t"$wrk_threads" -c"$conns" -d"${secs}s" \
+			-s "$dir/req.lua" "http://127.0.0.1:$port/" 2>&1 | sed -n 's/^RESULT //p')
+	fi
 	t1=$(cpu_ticks "$worker")
 	d1=$(disk_read_sectors)
 	kill "$(cat "$dir/nginx.pid")"
@@ -195,10 +213,10 @@ run_one() {
 	hz=$(getconf CLK_TCK)
 	awk -v size="$size" -v cache="$cache" -v srv="$srv" -v rep="$rep" \
 	    -v req="$1" -v bytes="$2" -v p50="$3" -v p99="$4" -v err="$5" \
-	    -v secs="$secs" -v cpu=$((t1 - t0)) -v hz="$hz" -v disk=$(((d1 - d0) * 512)) \
+	    -v big="${big_requests:-0}" -v secs="$secs" -v cpu=$((t1 - t0)) -v hz="$hz" -v disk=$(((d1 - d0) * 512)) \
 	    'BEGIN { printf "%s,%s,%s,%d,%.0f,%.1f,%.0f,%.1f,%.2f,%.2f,%d\n", size, cache, srv, rep,
 	        req / secs, bytes / secs / 1048576, disk / secs / 1048576,
-	        req ? cpu / hz * 1e6 / req : 0, p50 / 1000, p99 / 1000, err }' >> "$out/nginx-bench.csv"
+	        req + big ? cpu / hz * 1e6 / (req + big) : 0, p50 / 1000, p99 / 1000, err }' >> "$out/nginx-bench.csv"
 	tail -1 "$out/nginx-bench.csv"
 }
 
@@ -216,6 +234,16 @@ for size in $sizes; do
 		done
 	done
 done
+
+if [ "${INTERFERENCE:-1}" = 1 ]; then
+	for rep in $(seq "$reps"); do
+		order=$servers
+		[ $((rep % 2)) = 0 ] && order=$(echo $servers | tr ' ' '\n' | tac | tr '\n' ' ')
+		for srv in $order; do
+			run_one 4k interference "$srv" "$rep"
+		done
+	done
+fi
 
 python3 "$here/nginx-bench-report.py" "$out/nginx-bench.csv" > "$out/nginx-bench.md"
 cat "$out/nginx-bench.md"
