@@ -133,4 +133,6 @@ flags=$(debian_flags "$src" | while IFS= read -r f; do
 done)
 
 build_one stock "$flags --with-file-aio"
-build_one asyncfio "$flags --with-asyncfio"
+# the patch's checksum in the flags' stamp rebuilds when the patch changes
+build_one asyncfio "$flags --with-asyncfio" \
+	"# $(sha1sum < "$here/nginx-1.22.1-asyncfio.patch" | cut -c1-12)"
