@@ -12,7 +12,7 @@
 #          globals (directio; sendfile with aio_write)
 # --all    the whole suite: stock and every backend in inline mode, then
 #          the file-reading part in the other modes
-# NGINX_TESTS  the suite (default /work/shared/nginx-tests)
+# NGINX_TESTS  the suite (default ../shared/nginx-tests beside the repository)
 # JOBS         prove -j (default 4: the tests mostly wait)
 set -eu
 
@@ -24,7 +24,7 @@ case ${1:-} in
 --all) scope=all; shift ;;
 esac
 out=${1:-$top/build-nginx}
-tests=${NGINX_TESTS:-/work/shared/nginx-tests}
+tests=${NGINX_TESTS:-$(cd "$top/.." && pwd)/shared/nginx-tests}
 jobs=${JOBS:-4}
 
 # the part of the suite that reads files: static, ranges, the caches,
