@@ -9,7 +9,7 @@
 #
 # default  the file-reading part of the suite, every backend, every mode
 # --ci     the file-reading part, every backend, inline mode only, two
-#          globals (directio; sendfile with aio_write)
+#          globals (directio; sendfile)
 # --all    the whole suite: stock and every backend in inline mode, then
 #          the file-reading part in the other modes
 # NGINX_TESTS  the suite (default ../shared/nginx-tests beside the repository)
@@ -162,10 +162,10 @@ esac
 case $scope in
 ci)
 	modes=inline
-	# directio 512 leaves the suite's many small files to buffered aio,
-	# and sendfile with aio_write is one run: two runs per build keep CI
-	# short
-	config_names="directio sendfile_write"
+	# directio 512 leaves the suite's many small files to buffered aio:
+	# two runs per build keep CI short.  sendfile with aio_write in one
+	# run still fails (README, "Known limits"), hence not sendfile_write
+	config_names="directio sendfile"
 	;;
 *) modes="inline async hybrid" ;;
 esac
