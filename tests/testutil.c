@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -229,6 +230,14 @@ void tu_warm_up_threads(void)
 
 	ck_assert_int_eq(pthread_create(&t, NULL, noop_thread, NULL), 0);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
+}
+
+int64_t tu_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int tu_count_fds(void)

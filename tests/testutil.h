@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -81,6 +82,11 @@ int tu_count_threads_settled(int expected);
    the first thread (ThreadSanitizer's background thread) is already there
    when threads are counted. */
 void tu_warm_up_threads(void);
+
+/* Milliseconds on the monotonic clock: watchdogs count time, not loop
+   turns, since a wait may end early for a completion that is not the one
+   awaited. */
+int64_t tu_now_ms(void);
 
 /* Open fds of this process (/proc/self/fd). */
 int tu_count_fds(void);
