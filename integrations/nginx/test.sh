@@ -9,7 +9,7 @@
 #
 # default  the file-reading part of the suite, every backend, every mode
 # --ci     the file-reading part, every backend, inline mode only, two
-#          globals (directio; sendfile)
+#          globals (directio; sendfile with aio_write)
 # --all    the whole suite: stock and every backend in inline mode, then
 #          the file-reading part in the other modes
 # NGINX_TESTS  the suite (default ../shared/nginx-tests beside the repository)
@@ -67,7 +67,7 @@ export TMPDIR
 
 globals='user root; env AFIO_BACKEND; env AFIO_MODE; env AFIO_NO_FALLBACK;'
 
-config_names="aio directio sendfile aio_write"
+config_names="aio directio sendfile aio_write sendfile_write"
 config_http() {
 	case $1 in
 	aio) echo 'aio on;' ;;
@@ -162,10 +162,10 @@ esac
 case $scope in
 ci)
 	modes=inline
-	# directio 512 leaves the suite's many small files to buffered aio:
-	# two runs per build keep CI short.  sendfile with aio_write in one
-	# run still fails (README, "Known limits"), hence not sendfile_write
-	config_names="directio sendfile"
+	# directio 512 leaves the suite's many small files to buffered aio;
+	# sendfile_write offloads both thread tasks at once: two runs per
+	# build keep CI short
+	config_names="directio sendfile_write"
 	;;
 *) modes="inline async hybrid" ;;
 esac
