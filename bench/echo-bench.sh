@@ -126,10 +126,16 @@ stop_server() {
 # run_cell ROW CONNS REPEAT: one server, one client run, one CSV line;
 # sets stuck when a bound had to end the server or the client.
 run_cell() {
-	local row=$1 n=$2 rep=$3 backend=- mode=- server=epoll pid port line status=ok
+	local row=$1 n=$2 rep=$3 backend=- mode=- server=epoll pid port line status=ok rc reason
 	local busy=0
 	stuck=
 	[ "$quiet_wait" -gt 0 ] && wait_quiet
+	# Emptied here and not by the server's own redirection, which the
+	# background child does later: the wait below could meanwhile read
+	# the previous server's announce, and take its port (connection
+	# refused) or find the file emptied an instant after (no port).
+	: >"$tmp/out"
+	: >"$tmp/err"
 	if [ "$row" = epoll ]; then
 		nice -n "$nice" taskset -c 0 "$epoll_bin" --port 0 >"$tmp/out" 2>"$tmp/err" &
 	elif [ "${row#uring-}" != "$row" ]; then
@@ -150,13 +156,17 @@ run_cell() {
 	port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$tmp/out")
 	if [ -z "$port" ]; then
 		if kill -0 $pid 2>/dev/null; then
+			say_stuck $pid
 			stop_server $pid || true
 			stuck=1
 			echo "no port announced in 10 s" >> "$tmp/err"
 		fi
-		wait $pid || true
-		# What the server said, as one CSV-safe field.
-		status="refused: $(grep -v ': backend ' "$tmp/err" | head -1 | tr ',' ';')"
+		rc=0
+		wait $pid || rc=$?
+		# What the server said, as one CSV-safe field; grep finding
+		# nothing must not end the script (set -e).
+		reason=$(grep -v ': backend ' "$tmp/err" | head -1 | tr ',' ';' || true)
+		status="refused: ${reason:-exit $rc and nothing on stderr}"
 		echo "$server,$backend,$mode,$n,$rep,,,,,,,$busy,$status" >> "$csv"
 		printf '  %-16s %5s conns: %s\n' "$row" "$n" "$status"
 		return

@@ -172,7 +172,7 @@ static void accept_all(int lfd)
 	}
 }
 
-static int open_listener(const char *addr, unsigned port)
+static int open_listener(const char *addr, unsigned port, unsigned *bound)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
 	socklen_t len = sizeof(sin);
@@ -189,27 +189,45 @@ static int open_listener(const char *addr, unsigned port)
 		perror("epoll-echo-server: listen");
 		return -1;
 	}
-	printf("listening on %s:%u\n", addr, ntohs(sin.sin_port));
-	fflush(stdout);
+	*bound = ntohs(sin.sin_port);
 	return fd;
+}
+
+/* Last, once nothing else can fail: whoever waits on the line takes it
+   as a server ready to serve, and one that does not come as a failure. */
+static int announce(const char *addr, unsigned port)
+{
+	if (printf("listening on %s:%u\n", addr, port) < 0 || fflush(stdout)) {
+		perror("epoll-echo-server: stdout");
+		return -1;
+	}
+	return 0;
 }
 
 static int open_signalfd(void)
 {
 	sigset_t mask;
+	int fd;
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
-	return signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (fd < 0)
+		perror("epoll-echo-server: signalfd");
+	return fd;
 }
 
 static int watch(int fd, void *key)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = key };
 
-	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev)) {
+		perror("epoll-echo-server: epoll_ctl");
+		return -1;
+	}
+	return 0;
 }
 
 static void parse_args(int argc, char **argv, const char **addr, unsigned *port)
@@ -243,9 +261,14 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &addr, &port);
 	raise_nofile();
 	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0) {
+		perror("epoll-echo-server: epoll_create1");
+		return 1;
+	}
 	sfd = open_signalfd();
-	lfd = open_listener(addr, port);
-	if (epfd < 0 || sfd < 0 || lfd < 0 || watch(lfd, KEY_LISTENER) || watch(sfd, KEY_SIGNAL))
+	lfd = open_listener(addr, port, &port);
+	if (sfd < 0 || lfd < 0 || watch(lfd, KEY_LISTENER) || watch(sfd, KEY_SIGNAL) ||
+	    announce(addr, port))
 		return 1;
 	for (;;) {
 		n = epoll_wait(epfd, ev, MAX_EVENTS, -1);

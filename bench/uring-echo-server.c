@@ -308,7 +308,7 @@ static int setup_bufring(void)
 	return 0;
 }
 
-static int open_listener(const char *addr, unsigned port)
+static int open_listener(const char *addr, unsigned port, unsigned *bound)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
 	socklen_t len = sizeof(sin);
@@ -325,9 +325,19 @@ static int open_listener(const char *addr, unsigned port)
 		perror("uring-echo-server: listen");
 		return -1;
 	}
-	printf("listening on %s:%u\n", addr, ntohs(sin.sin_port));
-	fflush(stdout);
+	*bound = ntohs(sin.sin_port);
 	return fd;
+}
+
+/* Last, once nothing else can fail: whoever waits on the line takes it
+   as a server ready to serve, and one that does not come as a failure. */
+static int announce(const char *addr, unsigned port)
+{
+	if (printf("listening on %s:%u\n", addr, port) < 0 || fflush(stdout)) {
+		perror("uring-echo-server: stdout");
+		return -1;
+	}
+	return 0;
 }
 
 static int watch_signals(void)
@@ -341,8 +351,10 @@ static int watch_signals(void)
 	sigaddset(&mask, SIGTERM);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	fd = signalfd(-1, &mask, SFD_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0) {
+		perror("uring-echo-server: signalfd");
 		return -1;
+	}
 	s = sqe();
 	io_uring_prep_poll_add(s, fd, POLLIN);
 	tag(s, NULL, T_SIGNAL);
@@ -399,10 +411,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "uring-echo-server: io_uring: %s\n", strerror(-ret));
 		return 1;
 	}
-	lfd = open_listener(addr, port);
+	lfd = open_listener(addr, port, &port);
 	if (lfd < 0 || watch_signals())
 		return 1;
 	post_accept(lfd);
+	if (announce(addr, port))
+		return 1;
 	while (!stop) {
 		ret = io_uring_submit_and_wait(&ring, 1);
 		if (ret < 0 && ret != -EINTR && ret != -EBUSY) {
