@@ -26,6 +26,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "echo-listener.h"
+
 #define MAX_EVENTS	256
 #define BUF_SIZE	4096	/* as afio-echo's default */
 #define KEY_LISTENER	((void *)1)
@@ -172,38 +174,6 @@ static void accept_all(int lfd)
 	}
 }
 
-static int open_listener(const char *addr, unsigned port, unsigned *bound)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
-	socklen_t len = sizeof(sin);
-	int one = 1, fd;
-
-	if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1) {
-		fprintf(stderr, "epoll-echo-server: bad address %s\n", addr);
-		return -1;
-	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) || listen(fd, SOMAXCONN) ||
-	    getsockname(fd, (struct sockaddr *)&sin, &len)) {
-		perror("epoll-echo-server: listen");
-		return -1;
-	}
-	*bound = ntohs(sin.sin_port);
-	return fd;
-}
-
-/* Last, once nothing else can fail: whoever waits on the line takes it
-   as a server ready to serve, and one that does not come as a failure. */
-static int announce(const char *addr, unsigned port)
-{
-	if (printf("listening on %s:%u\n", addr, port) < 0 || fflush(stdout)) {
-		perror("epoll-echo-server: stdout");
-		return -1;
-	}
-	return 0;
-}
-
 static int open_signalfd(void)
 {
 	sigset_t mask;
@@ -266,9 +236,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sfd = open_signalfd();
-	lfd = open_listener(addr, port, &port);
+	lfd = echo_listen("epoll-echo-server", addr, port, SOCK_NONBLOCK | SOCK_CLOEXEC, &port);
 	if (sfd < 0 || lfd < 0 || watch(lfd, KEY_LISTENER) || watch(sfd, KEY_SIGNAL) ||
-	    announce(addr, port))
+	    echo_announce("epoll-echo-server", addr, port))
 		return 1;
 	for (;;) {
 		n = epoll_wait(epfd, ev, MAX_EVENTS, -1);

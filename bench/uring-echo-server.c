@@ -29,6 +29,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "echo-listener.h"
+
 #define BUF_SIZE	4096	/* as afio-echo's default */
 #define RING_ENTRIES	256
 #define CQ_ENTRIES	65536
@@ -308,38 +310,6 @@ static int setup_bufring(void)
 	return 0;
 }
 
-static int open_listener(const char *addr, unsigned port, unsigned *bound)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
-	socklen_t len = sizeof(sin);
-	int one = 1, fd;
-
-	if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1) {
-		fprintf(stderr, "uring-echo-server: bad address %s\n", addr);
-		return -1;
-	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) || listen(fd, SOMAXCONN) ||
-	    getsockname(fd, (struct sockaddr *)&sin, &len)) {
-		perror("uring-echo-server: listen");
-		return -1;
-	}
-	*bound = ntohs(sin.sin_port);
-	return fd;
-}
-
-/* Last, once nothing else can fail: whoever waits on the line takes it
-   as a server ready to serve, and one that does not come as a failure. */
-static int announce(const char *addr, unsigned port)
-{
-	if (printf("listening on %s:%u\n", addr, port) < 0 || fflush(stdout)) {
-		perror("uring-echo-server: stdout");
-		return -1;
-	}
-	return 0;
-}
-
 static int watch_signals(void)
 {
 	struct io_uring_sqe *s;
@@ -411,11 +381,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "uring-echo-server: io_uring: %s\n", strerror(-ret));
 		return 1;
 	}
-	lfd = open_listener(addr, port, &port);
+	lfd = echo_listen("uring-echo-server", addr, port, SOCK_CLOEXEC, &port);
 	if (lfd < 0 || watch_signals())
 		return 1;
 	post_accept(lfd);
-	if (announce(addr, port))
+	if (echo_announce("uring-echo-server", addr, port))
 		return 1;
 	while (!stop) {
 		ret = io_uring_submit_and_wait(&ring, 1);
