@@ -121,10 +121,13 @@ struct uring {
 	unsigned cqes_owed;		/* SQEs taken whose CQE is not yet reaped */
 	bool dropped;			/* the kernel said it dropped completions */
 	bool has_op[AFIO_OP_COUNT];
+	bool plain_op[AFIO_OP_COUNT];	/* has_op, and one SQE of any length */
 	bool has_cancel;
 	bool has_poll;
 	int write_rwf;			/* RWF_NOSIGNAL where the kernel has it */
 	enum afio_mode mode;
+	uint8_t sqe_flags[AFIO_OP_COUNT];	/* by op: mode_sqe_flags() */
+	int evfd;			/* the context's, which the kernel signals */
 	struct __kernel_timespec *timespecs;	/* by slot index: a TIMEOUT's */
 	struct sendfile_state *sendfiles;	/* by slot index */
 	struct afio_reqq next_steps;	/* sendfiles whose next SQE waits for room */
@@ -294,6 +297,14 @@ static void probe_ops(struct uring *u)
 	io_uring_free_probe(p);
 }
 
+/* Ops that need nothing of submit_special(), eventfd aside. */
+static void find_plain_ops(struct uring *u)
+{
+	for (int op = 0; op < AFIO_OP_COUNT; op++)
+		u->plain_op[op] = u->has_op[op] && op != AFIO_OP_SENDFILE &&
+				  op != AFIO_OP_SYNC_RANGE;
+}
+
 /*
  * The kernel does a write to a pipe or socket as write(2) would, offset
  * or not, and one without a reader raises SIGPIPE in the thread that
@@ -376,17 +387,17 @@ static unsigned clamp_len(size_t len)
  * always or past a number in flight, measured slower ("io_uring HYBRID
  * policy", bench/README.md).  A timer or a nop has nothing for a worker to do.
  */
-static unsigned sqe_flags(struct uring *u, const struct afio_req *r)
+static unsigned mode_sqe_flags(enum afio_mode mode, enum afio_op op)
 {
-	if (r->op == AFIO_OP_TIMEOUT || r->op == AFIO_OP_NOP)
+	if (op == AFIO_OP_TIMEOUT || op == AFIO_OP_NOP)
 		return 0;
-	switch (u->mode) {
+	switch (mode) {
 	case AFIO_MODE_ASYNC:
 		return IOSQE_ASYNC;
 	case AFIO_MODE_HYBRID:
-		if (afio_op_is_socket(r->op))
+		if (afio_op_is_socket(op))
 			return IOSQE_ASYNC;
-		switch (r->op) {
+		switch (op) {
 		case AFIO_OP_FSYNC:
 		case AFIO_OP_SYNC_RANGE:
 		case AFIO_OP_FALLOCATE:
@@ -596,7 +607,7 @@ static const struct uring_op uring_ops[AFIO_OP_COUNT] = {
 static void prep(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
 	uring_ops[r->op].prep(u, sqe, r);
-	io_uring_sqe_set_flags(sqe, sqe_flags(u, r));
+	io_uring_sqe_set_flags(sqe, u->sqe_flags[r->op]);
 	io_uring_sqe_set_data64(sqe, ud_of(r));
 }
 
@@ -1054,9 +1065,9 @@ static bool sendfile_inline(struct uring *u, struct afio_reqq *q)
  * wake-ups meant for the program.  The other backends give -ESPIPE, as
  * pread(2) does; so does this one, for the price of a compare.
  */
-static bool is_own_eventfd(const struct afio_engine *e, const struct afio_req *r)
+static bool is_own_eventfd(const struct uring *u, const struct afio_req *r)
 {
-	return afio_op_kind(r->op) == AFIO_KIND_FILE_RW && r->fd == afio_ctx_eventfd(e->ctx);
+	return r->fd == u->evfd && afio_op_kind(r->op) == AFIO_KIND_FILE_RW;
 }
 
 /* ---- requests of a thread that exited, or interrupted ---- */
@@ -1119,52 +1130,77 @@ static void push_again(struct uring *u)
 	}
 }
 
+/* What submit does with a request that is not one plain SQE. */
+enum special { SPECIAL_TAKEN, SPECIAL_PREPARED, SPECIAL_STOP };
+
+/* The eventfd refused, an op the ring lacks routed to the pool, a sendfile
+   done inline, waiting for a pipe or started as its chain.  TAKEN: r left
+   q; PREPARED: r's SQEs are made; STOP: no room, r stays. */
+static enum special submit_special(struct afio_engine *e, struct afio_reqq *q,
+				   struct afio_req *r)
+{
+	struct uring *u = e->priv;
+	struct io_uring_sqe *sqe;
+
+	if (is_own_eventfd(u, r)) {
+		afio_req_done(afio_reqq_pop(q), -ESPIPE);
+		return SPECIAL_TAKEN;
+	}
+	if (!u->has_op[r->op] || !sqe_fits(r)) {
+		afio_route_to_pool(e, afio_reqq_pop(q));
+		return SPECIAL_TAKEN;
+	}
+	if (!cq_has_room(u, e, r))
+		return SPECIAL_STOP;
+	if (r->op != AFIO_OP_SENDFILE) {
+		sqe = get_sqe(u);
+		if (!sqe)
+			return SPECIAL_STOP;
+		prep(u, sqe, r);
+		return SPECIAL_PREPARED;
+	}
+	if (sendfile_inline(u, q))
+		return SPECIAL_TAKEN;
+	if (get_pipe(u, &u->sendfiles[r->index])) {
+		afio_reqq_pop(q);
+		if (!wait_for_pipe(e, r))
+			afio_route_to_pool(e, r);
+		return SPECIAL_TAKEN;
+	}
+	if (!sendfile_start(u, r)) {
+		put_pipe(u, &u->sendfiles[r->index]);
+		return SPECIAL_STOP;
+	}
+	return SPECIAL_PREPARED;
+}
+
 static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 {
 	struct uring *u = e->priv;
 	struct io_uring_sqe *sqe;
 	struct afio_req *r;
+	pid_t tid = self_tid();
 	int n = 0, ret;
 
 	while ((r = q->head)) {
-		if (is_own_eventfd(e, r)) {
-			afio_req_done(afio_reqq_pop(q), -ESPIPE);
-			n++;
-			continue;
-		}
-		if (!u->has_op[r->op] || !sqe_fits(r)) {
-			afio_route_to_pool(e, afio_reqq_pop(q));
-			n++;
-			continue;
-		}
-		if (!cq_has_room(u, e, r))
-			break;
-		if (r->op == AFIO_OP_SENDFILE && sendfile_inline(u, q)) {
-			n++;
-			continue;
-		}
-		if (r->op == AFIO_OP_SENDFILE) {
-			if (get_pipe(u, &u->sendfiles[r->index])) {
-				afio_reqq_pop(q);
-				if (!wait_for_pipe(e, r))
-					afio_route_to_pool(e, r);
-				n++;
-				continue;
-			}
-			if (!sendfile_start(u, r)) {
-				put_pipe(u, &u->sendfiles[r->index]);
+		if (!u->plain_op[r->op] || r->fd == u->evfd) {
+			enum special how = submit_special(e, q, r);
+
+			if (how == SPECIAL_STOP)
 				break;
-			}
-		} else if ((sqe = get_sqe(u))) {
-			prep(u, sqe, r);
+			n++;
+			if (how == SPECIAL_TAKEN)
+				continue;
 		} else {
-			break;
+			if (!cq_has_room(u, e, r) || !(sqe = get_sqe(u)))
+				break;
+			prep(u, sqe, r);
+			n++;
 		}
 		afio_reqq_pop(q);
 		afio_engine_take(e, r);
 		u->reqs[r->index] = r;
-		u->submitters[r->index] = self_tid();
-		n++;
+		u->submitters[r->index] = tid;
 	}
 	push_again(u);
 	push_next_steps(u);
@@ -1218,23 +1254,25 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 		sendfile_cqe(u, r, ud, cqe->res);
 		return;
 	}
-	if (submit_again(u, r, res))
+	if (res < 0 && submit_again(u, r, res))
 		return;
 	if (r->op == AFIO_OP_CONNECT && connect_goes_on(u, r, &res))
 		return;
 	release_slot(u, r);
-	afio_req_done(r, finish_res(r, res));
+	afio_req_done(r, r->cancel ? finish_res(r, res) : res);
 }
 
 static unsigned reap_batch(struct afio_engine *e)
 {
 	struct uring *u = e->priv;
-	struct io_uring_cqe *cqes[REAP_BATCH];
-	unsigned n;
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
 
-	n = io_uring_peek_batch_cqe(&u->ring, cqes, REAP_BATCH);
-	for (unsigned i = 0; i < n; i++)
-		complete(e, cqes[i]);
+	io_uring_for_each_cqe(&u->ring, head, cqe) {
+		complete(e, cqe);
+		if (++n == REAP_BATCH)
+			break;
+	}
 	io_uring_cq_advance(&u->ring, n);
 	return n;
 }
@@ -1515,6 +1553,7 @@ static int attach(struct afio_engine *e, struct uring *u, char *reason, size_t l
 		return ret;
 	}
 	probe_ops(u);
+	find_plain_ops(u);
 	u->write_rwf = nosignal_rwf();
 	return 0;
 }
@@ -1550,6 +1589,9 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 		return -ENOMEM;
 	}
 	u->mode = cfg->mode;
+	for (unsigned op = 0; op < AFIO_OP_COUNT; op++)
+		u->sqe_flags[op] = (uint8_t)mode_sqe_flags(u->mode, (enum afio_op)op);
+	u->evfd = afio_ctx_eventfd(e->ctx);
 	ret = ring_setup(&u->ring, cfg);
 	if (ret) {
 		explain(ret, cfg, reason, len);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -98,23 +99,13 @@ static struct afio_req *new_req(struct afio_ctx *ctx, enum afio_op op, int fd,
 
 	if (!r)
 		return NULL;
+	memset(&r->buf, 0, offsetof(struct afio_req, ctx) - offsetof(struct afio_req, buf));
 	r->op = op;
 	r->fd = fd;
 	r->fd2 = -1;
-	r->buf = NULL;
-	r->path2 = NULL;
-	r->len = 0;
-	r->off = 0;
-	r->flags = 0;
-	r->mode = 0;
 	r->cb = cb;
 	r->data = data;
-	r->res = 0;
-	r->progress = 0;
-	r->engine = NULL;
 	r->cancel = 0;
-	r->started = 0;
-	r->buffered = 0;
 	return r;
 }
 

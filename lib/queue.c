@@ -232,19 +232,19 @@ void afio_export_eventfd(struct afio_ctx *ctx)
  */
 static unsigned run_callbacks(struct afio_ctx *ctx)
 {
-	struct afio_reqq round = ctx->done;
+	struct afio_req *r = ctx->done.head, *next;
 	unsigned ran = 0;
-	struct afio_req *r;
 
-	if (!round.head)
+	if (!r)
 		return 0;
 	afio_reqq_init(&ctx->done);
-	while ((r = afio_reqq_pop(&round))) {
+	for (; r; r = next) {
 		afio_cb cb = r->cb;
 		void *data = r->data;
 		ssize_t res = r->res;
 
 		/* Free the slot first so that the callback can reuse it. */
+		next = r->next;
 		r->state = AFIO_REQ_FREE;
 		r->next = ctx->free_slots;
 		ctx->free_slots = r;

@@ -96,6 +96,7 @@ struct afio_req {
 	struct afio_req *next;	/* link in whichever queue holds it */
 	afio_cb cb;
 	void *data;
+	/* From here to ctx: what new_req() clears for each request. */
 	union {
 		void *buf;
 		const struct iovec *iov;
@@ -112,6 +113,9 @@ struct afio_req {
 	uint64_t off;
 	ssize_t res;
 	size_t progress;	/* bytes moved so far by a request done in steps */
+	struct afio_engine *engine;	/* who owns it while HANDED */
+	int flags;
+	unsigned mode;
 	/* CONNECT: connect(2) was called, the rest is waiting.  Written by
 	   whoever runs the request, so not in the word of state and cancel,
 	   which the owner reads meanwhile. */
@@ -122,11 +126,8 @@ struct afio_req {
 	   whoever runs the request. */
 	uint8_t buffered;
 	struct afio_ctx *ctx;
-	struct afio_engine *engine;	/* who owns it while HANDED */
 	int fd;
 	int fd2;
-	int flags;
-	unsigned mode;
 	uint32_t index;		/* position in the slot array; backends key per-slot state on it */
 	uint32_t gen;		/* bumped at each reuse, for stale-event checks */
 	uint8_t op;
@@ -225,7 +226,9 @@ static inline ssize_t afio_req_stopped(const struct afio_req *r, ssize_t err)
    include/linux/errno.h): never a result for a program. */
 static inline bool afio_is_restart_code(ssize_t res)
 {
-	return res == -512 || res == -513 || res == -514 || res == -516;
+	/* -515 (ENOIOCTLCMD) is not one; one range test keeps this off the
+	   common path of every completion. */
+	return res <= -512 && res >= -516 && res != -515;
 }
 
 /* CLOCK_MONOTONIC ns, ns from now (saturated): a TIMEOUT's off. */
