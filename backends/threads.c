@@ -178,14 +178,15 @@ static bool is_read(const struct afio_req *r)
 	return r->op == AFIO_OP_READ || r->op == AFIO_OP_READV;
 }
 
-/* One fcntl per request at most: a buffered answer is kept in r. */
-static bool is_direct(struct afio_req *r)
+/* One fcntl per request at most, a buffered answer kept in r; m (NULL on
+   a worker) shares one answer among the requests of a submit call. */
+static bool is_direct(struct afio_req *r, struct afio_fd_memo *m)
 {
 	int fl;
 
 	if (r->buffered)
 		return false;
-	fl = fcntl(r->fd, F_GETFL);
+	fl = m ? afio_fd_memo_flags(m, r->fd) : fcntl(r->fd, F_GETFL);
 	if (fl >= 0 && (fl & O_DIRECT))
 		return true;
 	r->buffered = 1;
@@ -336,9 +337,9 @@ static void finish_locked(struct pool *p, struct afio_req *r, ssize_t res)
 /* ---- write lanes ---- */
 
 /* Which lane r goes through; asks fcntl for a write not yet known buffered. */
-static uint8_t lane_of(struct afio_req *r)
+static uint8_t lane_of(struct afio_req *r, struct afio_fd_memo *m)
 {
-	if (afio_op_kind(r->op) != AFIO_KIND_FILE_RW || is_read(r) || is_direct(r))
+	if (afio_op_kind(r->op) != AFIO_KIND_FILE_RW || is_read(r) || is_direct(r, m))
 		return NO_LANE;
 	return (unsigned)r->fd % WRITE_LANES;
 }
@@ -718,14 +719,21 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 	   RWF_NOWAIT does not keep direct I/O off the device. */
 	try_first = p->mode == AFIO_MODE_HYBRID ||
 		    (p->mode == AFIO_MODE_ASYNC && w->owes_signal && is_read(r));
-	if (try_first && !r->progress && !is_direct(r)) {
+	if (try_first && !r->progress && !is_direct(r, NULL)) {
 		n = file_try_nowait(p, r, &r->progress);
 		if (n == 0 || (n > 0 && (size_t)n == afio_req_bytes(r)))
 			return n;
 		if (n < 0 && n != -EAGAIN && n != -EOPNOTSUPP)
 			return n;
 	}
-	settle(w);
+	/* A buffered write copies into the page cache and seldom waits (for
+	   the throttling of dirty pages at most), and where RWF_NOWAIT is
+	   refused for it (ext4) nothing tells beforehand: it counts as a
+	   quick request, whose results wait for it (afio_eventfd(3)); telling
+	   them first cost an eventfd write and a wake-up of the owner per
+	   write.  A read that gets here, or direct I/O, waits for the device. */
+	if (is_read(r) || is_direct(r, NULL))
+		settle(w);
 	return file_rw(r, &r->progress, 0);
 }
 
@@ -825,7 +833,7 @@ static void *worker_main(void *arg)
 
 /* The mode policy, for what INLINE tries in the caller: true when r was
    finished or armed here, false when a worker must do it. */
-static bool try_inline(struct pool *p, struct afio_req *r)
+static bool try_inline(struct pool *p, struct afio_req *r, struct afio_fd_memo *m)
 {
 	ssize_t n;
 	int ret;
@@ -851,7 +859,7 @@ static bool try_inline(struct pool *p, struct afio_req *r)
 	default:
 		/* RWF_NOWAIT keeps direct I/O off locks, not off the device: a
 		   direct read would wait for the disk right here. */
-		if (is_direct(r))
+		if (is_direct(r, m))
 			return false;
 		n = file_try_nowait(p, r, &r->progress);
 		if (n == -EAGAIN || n == -EOPNOTSUPP ||
@@ -882,10 +890,12 @@ static void start_timer(struct pool *p, struct afio_req *r)
 static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 {
 	struct pool *p = e->priv;
+	struct afio_fd_memo memo;
 	struct afio_reqq batch;
 	struct afio_req *r;
 	int n = 0;
 
+	afio_fd_memo_init(&memo);
 	afio_reqq_init(&batch);
 	while ((r = afio_reqq_pop(q))) {
 		struct slot *s = slot_of(p, r);
@@ -902,9 +912,9 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 			start_timer(p, r);
 			continue;
 		}
-		if (p->mode == AFIO_MODE_INLINE && try_inline(p, r))
+		if (p->mode == AFIO_MODE_INLINE && try_inline(p, r, &memo))
 			continue;
-		s->lane = lane_of(r);
+		s->lane = lane_of(r, &memo);
 		afio_reqq_push(&batch, r);
 	}
 	if (batch.head) {
