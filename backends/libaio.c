@@ -12,11 +12,11 @@
  * Writes that extend the file go to the pool as well: ext4 completes them
  * inside io_submit().
  *
- * Alignment is what afio_dio_facts() says (lib/dio.c).  Each file request
- * costs an fcntl(F_GETFL) and a statx: the O_DIRECT flag belongs to the
- * open file description (F_SETFL can change it, and a closed fd number
- * comes back as another file), so no cache keyed by fd could be trusted
- * without a syscall of about the same cost.
+ * Alignment is what afio_dio_facts() says (lib/dio.c).  A file request
+ * costs an fcntl(F_GETFL) and a statx, once per fd in a row within one
+ * submit call (struct afio_fd_memo): the O_DIRECT flag belongs to the open
+ * file description (F_SETFL can change it, and a closed fd number comes
+ * back as another file), so nothing is kept from one call to the next.
  *
  * Sockets: after IOCB_CMD_POLL reports readiness, the transfer runs with
  * MSG_DONTWAIT on the owner thread, in reap; if it would still block, or
@@ -200,26 +200,25 @@ enum route {
 };
 
 static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
-			     ssize_t *res)
+			     struct afio_fd_memo *m, ssize_t *res)
 {
-	struct afio_dio_facts al;
-	int fl, ret;
+	int fl = afio_fd_memo_flags(m, r->fd);
 
-	fl = fcntl(r->fd, F_GETFL);
 	if (fl < 0) {
-		*res = -errno;
+		*res = fl;
 		return R_DONE;
 	}
 	if (!(fl & O_DIRECT)) {
 		r->buffered = 1;
 		return R_POOL;
 	}
-	ret = dio_facts(a, r->fd, &al);
-	if (ret == -EBADF) {
-		*res = ret;
+	if (m->dio_ret == 1)
+		m->dio_ret = dio_facts(a, r->fd, &m->dio);
+	if (m->dio_ret == -EBADF) {
+		*res = m->dio_ret;
 		return R_DONE;
 	}
-	if (ret || !req_aligned(r, &al) || extends(r, &al))
+	if (m->dio_ret || !req_aligned(r, &m->dio) || extends(r, &m->dio))
 		return R_POOL;
 	prep_rw(s, r);
 	return R_KERNEL;
@@ -254,7 +253,8 @@ static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *
 	return R_KERNEL;
 }
 
-static enum route route(struct laio *a, struct afio_req *r, ssize_t *res)
+static enum route route(struct laio *a, struct afio_req *r, struct afio_fd_memo *m,
+			ssize_t *res)
 {
 	struct slot *s = slot_of(a, r);
 
@@ -262,7 +262,7 @@ static enum route route(struct laio *a, struct afio_req *r, ssize_t *res)
 	case AFIO_KIND_SOCKET:
 		return route_socket(a, r, s, res);
 	case AFIO_KIND_FILE_RW:
-		return route_file(a, r, s, res);
+		return route_file(a, r, s, m, res);
 	default:
 		if (r->op != AFIO_OP_FSYNC)
 			return R_POOL;
@@ -377,15 +377,17 @@ static void give_back(struct laio *a, struct afio_reqq *q, struct afio_req **req
 static int libaio_submit(struct afio_engine *e, struct afio_reqq *q)
 {
 	struct laio *a = e->priv;
+	struct afio_fd_memo memo;
 	struct afio_req *r;
 	unsigned n = 0, went;
 	int taken = 0;
 	ssize_t res;
 
+	afio_fd_memo_init(&memo);
 	if (a->pending.head)
 		submit_pending(e);
 	while (n < a->nr_events && (r = afio_reqq_pop(q))) {
-		switch (route(a, r, &res)) {
+		switch (route(a, r, &memo, &res)) {
 		case R_KERNEL:
 			a->batch_req[n++] = r;
 			continue;

@@ -157,6 +157,29 @@ struct afio_dio_facts {
    when direct I/O is not known to be asynchronous there, -EBADF. */
 int afio_dio_facts(int fd, struct afio_lbs_cache *cache, struct afio_dio_facts *facts);
 
+/*
+ * What one submit call asked about the fd its latest file request named.
+ * The requests of a batch are routed in one call, in which no callback
+ * runs: an F_SETFL or a truncate by another thread meanwhile races with
+ * all of them alike, so one fcntl (and one statx) per fd and batch says
+ * as much as one per request.  Nothing is kept from one call to the next:
+ * a closed fd number comes back as another file (asyncfio(7)).
+ */
+struct afio_fd_memo {
+	int fd;			/* -1: nothing asked yet */
+	int fl;			/* its F_GETFL, or -errno */
+	int dio_ret;		/* 1: not asked; else what afio_dio_facts() gave */
+	struct afio_dio_facts dio;
+};
+
+static inline void afio_fd_memo_init(struct afio_fd_memo *m)
+{
+	m->fd = -1;
+}
+
+/* fd's F_GETFL (or -errno), asked once per fd in a row. */
+int afio_fd_memo_flags(struct afio_fd_memo *m, int fd);
+
 /* snprintf into reason, tolerating a NULL or zero-sized buffer. */
 void afio_reason(char *reason, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

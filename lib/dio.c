@@ -207,3 +207,15 @@ int afio_dio_align(int fd, struct afio_dio_align *out)
 	out->offset = facts.off;
 	return 0;
 }
+
+int afio_fd_memo_flags(struct afio_fd_memo *m, int fd)
+{
+	if (fd != m->fd) {
+		m->fd = fd;
+		m->fl = fcntl(fd, F_GETFL);
+		if (m->fl < 0)
+			m->fl = -errno;
+		m->dio_ret = 1;
+	}
+	return m->fl;
+}
