@@ -301,7 +301,10 @@ static void *psync_main(void *arg)
 {
 	struct psync_thread *p = arg;
 	const struct workload *w = p->w;
-	void *buf = w->bufs[p->index % w->qd];
+	/* The buffers turn over as a library run's qd requests do theirs:
+	   one buffer used again and again would stay in the CPU's cache,
+	   which the copies of qd requests in flight do not. */
+	unsigned slot = p->index % w->qd;
 	uint64_t rnd = seed() + p->index, next = 0, t, now;
 	ssize_t n;
 
@@ -320,9 +323,10 @@ static void *psync_main(void *arg)
 		}
 		off = (off_t)(pick_block(w, &rnd, &next) * w->bs);
 		if (w->write)
-			n = pwrite(w->fd, buf, w->bs, off);
+			n = pwrite(w->fd, w->bufs[slot], w->bs, off);
 		else
-			n = pread(w->fd, buf, w->bs, off);
+			n = pread(w->fd, w->bufs[slot], w->bs, off);
+		slot = (slot + w->threads) % w->qd;
 		now = now_ns();
 		outcome_io(&p->o, n < 0 ? -errno : n, w->bs, now - t);
 		stall_add(&p->o.stalls, now - t);
