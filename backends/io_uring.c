@@ -1234,17 +1234,18 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 	struct afio_req *r;
 	ssize_t res = cqe->res;
 
-	if (ud == UD_RESERVED)
-		return;		/* liburing's own timeout */
+	/* One test keeps the request's own CQE off the rarer kinds. */
+	if (ud & (UD_CANCEL | UD_RETRY)) {
+		if (ud == UD_RESERVED)
+			return;		/* liburing's own timeout */
+		u->cqes_owed--;
+		if (ud & UD_CANCEL)
+			cancel_answered(u, ud & ~UD_CANCEL, cqe->res);
+		else
+			retry_due(u, index);
+		return;
+	}
 	u->cqes_owed--;
-	if (ud & UD_CANCEL) {
-		cancel_answered(u, ud & ~UD_CANCEL, cqe->res);
-		return;
-	}
-	if (ud & UD_RETRY) {
-		retry_due(u, index);
-		return;
-	}
 	if (index >= u->nslots)
 		return;
 	r = u->reqs[index];

@@ -90,7 +90,11 @@ static size_t most_bytes(const struct afio_req *r)
  */
 static ssize_t checked_res(const struct afio_req *r, ssize_t res)
 {
-	if (res > 0 && (size_t)res > most_bytes(r))
+	/* Within len is within what was asked for wherever len is not an
+	   iovec count; most_bytes() answers for the rest. */
+	if (res > 0 &&
+	    ((size_t)res > r->len || r->op == AFIO_OP_READV || r->op == AFIO_OP_WRITEV) &&
+	    (size_t)res > most_bytes(r))
 		return -EIO;
 	if (afio_is_restart_code(res))
 		return -EINTR;
@@ -109,7 +113,7 @@ void afio_req_done(struct afio_req *r, ssize_t res)
 	afio_reqq_push(&r->ctx->done, r);
 	/* Inside afio_poll() the callback runs before it returns; elsewhere
 	   (INLINE completion at submit, cancel) the eventfd must say so. */
-	if (r->ctx->evfd_exported && !r->ctx->in_poll && r->ctx->done.count == 1)
+	if (!r->ctx->in_poll && r->ctx->evfd_exported && r->ctx->done.count == 1)
 		signal_eventfd(r->ctx);
 }
 
