@@ -1174,6 +1174,22 @@ static enum special submit_special(struct afio_engine *e, struct afio_reqq *q,
 	return SPECIAL_PREPARED;
 }
 
+/* What waits for SQEs beside new requests, oldest kind first: requests
+   going again, the next steps of sendfiles, cancels and retry timers. */
+static __attribute__((noinline)) void prep_waiting_now(struct uring *u)
+{
+	push_again(u);
+	push_next_steps(u);
+	push_cancels(u);
+}
+
+/* Each kind is rare and this runs twice a round: a look, inline, first. */
+static inline void prep_waiting(struct uring *u)
+{
+	if (u->again.head || u->next_steps.head || u->pipe_waiters.head || u->ncancels)
+		prep_waiting_now(u);
+}
+
 static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 {
 	struct uring *u = e->priv;
@@ -1202,9 +1218,7 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 		u->reqs[r->index] = r;
 		u->submitters[r->index] = tid;
 	}
-	push_again(u);
-	push_next_steps(u);
-	push_cancels(u);
+	prep_waiting(u);
 	ret = push_sq(u);
 	/* What is prepared stays in the SQ: a later reap submits it. */
 	if (ret == -EBUSY || ret == -EAGAIN)
@@ -1301,9 +1315,7 @@ static void uring_reap(struct afio_engine *e)
 			break;
 	}
 	/* Room in the CQ again: what an -EBUSY left in the SQ can go now. */
-	push_again(u);
-	push_next_steps(u);
-	push_cancels(u);
+	prep_waiting(u);
 	push_sq(u);
 }
 
@@ -1358,9 +1370,7 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 		ts.tv_nsec = (long long)(timeout_ms % 1000) * 1000000;
 		tsp = &ts;
 	}
-	push_again(u);
-	push_next_steps(u);
-	push_cancels(u);
+	prep_waiting(u);
 	if (u->dropped)
 		return wait_on_eventfd(e, timeout_ms);
 	ret = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, tsp, NULL);
