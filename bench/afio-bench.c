@@ -57,6 +57,7 @@ struct opts {
 	bool json;
 	bool cpu_check;
 	bool sqpoll;
+	bool lazy_eventfd;
 	bool submit_each;
 	const char *raw;	/* engine, or NULL for the library */
 	enum bench_op op;
@@ -135,6 +136,8 @@ static void usage(FILE *f)
 "  --dir DIR          where to create the scratch file (default .)\n"
 "  --threads N        thread-pool workers (default 4)\n"
 "  --sqpoll           io_uring: AFIO_SQPOLL\n"
+"  --lazy-eventfd     AFIO_LAZY_EVENTFD: the eventfd is cleared only by a poll\n"
+"                     that finds nothing, not at every poll\n"
 "  --submit-each      afio_submit() after every request, as fio submits by\n"
 "                     default; without it what a poll round queues goes in\n"
 "                     one batch when afio_poll() returns\n"
@@ -170,7 +173,7 @@ static void bad(const char *what, const char *val)
 enum {
 	OPT_BACKEND = 256, OPT_MODE, OPT_RW, OPT_BS, OPT_QD, OPT_DIRECT, OPT_BUFFERED,
 	OPT_SIZE, OPT_RUNTIME, OPT_FILE, OPT_DIR, OPT_THREADS, OPT_JSON, OPT_CPU_CHECK,
-	OPT_SQPOLL, OPT_SUBMIT_EACH, OPT_RAW, OPT_OP, OPT_TREE, OPT_FILES, OPT_WAIT, OPT_PROBE, OPT_HELP,
+	OPT_SQPOLL, OPT_LAZY_EVENTFD, OPT_SUBMIT_EACH, OPT_RAW, OPT_OP, OPT_TREE, OPT_FILES, OPT_WAIT, OPT_PROBE, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -189,6 +192,7 @@ static const struct option long_opts[] = {
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "cpu-check", no_argument, NULL, OPT_CPU_CHECK },
 	{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
+	{ "lazy-eventfd", no_argument, NULL, OPT_LAZY_EVENTFD },
 	{ "submit-each", no_argument, NULL, OPT_SUBMIT_EACH },
 	{ "raw", required_argument, NULL, OPT_RAW },
 	{ "op", required_argument, NULL, OPT_OP },
@@ -304,6 +308,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_SQPOLL:
 			o->sqpoll = true;
+			break;
+		case OPT_LAZY_EVENTFD:
+			o->lazy_eventfd = true;
 			break;
 		case OPT_SUBMIT_EACH:
 			o->submit_each = true;
@@ -889,7 +896,8 @@ static afio_ctx *make_ctx(const struct opts *o)
 	cfg.mode = o->mode;
 	cfg.entries = o->qd;
 	cfg.threads = o->threads;
-	cfg.flags = AFIO_NO_FALLBACK | (o->sqpoll ? AFIO_SQPOLL : 0);
+	cfg.flags = AFIO_NO_FALLBACK | (o->sqpoll ? AFIO_SQPOLL : 0) |
+		    (o->lazy_eventfd ? AFIO_LAZY_EVENTFD : 0);
 	ret = afio_create(&ctx, &cfg);
 	if (ret) {
 		char reason[256];

@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: MIT
 # What the library adds to one request: nops through the library on
 # io_uring against the same loop of IORING_OP_NOP on raw liburing, at
-# batch 1 and 32, PAIRS pairs of RUNTIME seconds each, alternated (the
-# order flips every pair), pinned to CPU 1.  Prints CPU ns per request,
-# medians, and the difference paired run by run.
+# batch 1 and 32, PAIRS rounds of RUNTIME seconds each, alternated (the
+# order turns every round), pinned to CPU 1.  The library runs twice: as
+# a server watching the eventfd gets it by default, and with
+# AFIO_LAZY_EVENTFD (no eventfd read per round).  Prints CPU ns per
+# request, medians, and the differences paired run by run.
 #   bench/nop-cost.sh [BUILD-DIR]      (default build)
 set -eu
 cd "$(dirname "$0")/.."
@@ -15,10 +17,13 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for qd in 1 32; do
 	for i in $(seq "$pairs"); do
-		lib="--backend io_uring" raw="--raw io_uring"
-		for how in "$lib" "$raw"; do
-			[ $((i % 2)) -eq 0 ] && { [ "$how" = "$lib" ] && how=$raw || how=$lib; }
-			echo "$qd $i $(taskset -c 1 "$bench" $how --op nop --qd "$qd" \
+		set -- "lib --backend io_uring" "lazy --backend io_uring --lazy-eventfd" \
+			"raw --raw io_uring"
+		[ $((i % 3)) -eq 1 ] && set -- "$2" "$3" "$1"
+		[ $((i % 3)) -eq 2 ] && set -- "$3" "$1" "$2"
+		for how in "$@"; do
+			side=${how%% *}
+			echo "$qd $i $side $(taskset -c 1 "$bench" ${how#* } --op nop --qd "$qd" \
 				--runtime "$runtime" --json)" >>"$out"
 		done
 	done
@@ -27,16 +32,18 @@ python3 - "$out" <<'PY'
 import json, statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    qd, i, js = line.split(" ", 2)
-    r = json.loads(js)
-    side = "raw" if r["backend"].startswith("raw-") else "lib"
-    runs.setdefault((int(qd), int(i)), {})[side] = r["cpu_ns_per_req"]
-print("batch  library ns  raw ns  library - raw: median (min-max), paired")
+    qd, i, side, js = line.split(" ", 3)
+    runs.setdefault((int(qd), int(i)), {})[side] = json.loads(js)["cpu_ns_per_req"]
+print("batch  library ns  lazy ns  raw ns  library - raw          lazy - raw  "
+      "(median, min to max, paired)")
 for qd in sorted({q for q, _ in runs}):
-    pairs = [p for (q, _), p in sorted(runs.items()) if q == qd and len(p) == 2]
-    d = [p["lib"] - p["raw"] for p in pairs]
-    print("%5d  %10.1f  %6.1f  %+.1f (%+.1f to %+.1f), %d pairs" % (
-        qd, statistics.median(p["lib"] for p in pairs),
-        statistics.median(p["raw"] for p in pairs), statistics.median(d), min(d), max(d),
-        len(pairs)))
+    rounds = [p for (q, _), p in sorted(runs.items()) if q == qd and len(p) == 3]
+    def diff(side):
+        d = [p[side] - p["raw"] for p in rounds]
+        return "%+.1f (%+.1f to %+.1f)" % (statistics.median(d), min(d), max(d))
+    print("%5d  %10.1f  %7.1f  %6.1f  %-22s %s, %d rounds" % (
+        qd, statistics.median(p["lib"] for p in rounds),
+        statistics.median(p["lazy"] for p in rounds),
+        statistics.median(p["raw"] for p in rounds), diff("lib"), diff("lazy"),
+        len(rounds)))
 PY

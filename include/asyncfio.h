@@ -59,6 +59,7 @@ enum afio_mode {
 #define AFIO_NO_FALLBACK	(1u << 0) /* the asked backend or an error, never another */
 #define AFIO_SQPOLL		(1u << 1) /* io_uring: a kernel thread polls the ring */
 #define AFIO_MODE_FIXED		(1u << 2) /* cfg.mode is the program's: AFIO_MODE is ignored */
+#define AFIO_LAZY_EVENTFD	(1u << 3) /* afio_eventfd() stays readable while afio_poll() finds work */
 
 /* afio_fsync() flags */
 #define AFIO_FSYNC_DATASYNC	(1u << 0) /* fdatasync(2) instead of fsync(2) */
@@ -75,7 +76,7 @@ struct afio_config {
 	enum afio_mode mode;		/* default INLINE */
 	unsigned entries;		/* requests queued or in flight at most (default 256) */
 	unsigned threads;		/* thread-pool workers (default 4) */
-	unsigned flags;			/* AFIO_NO_FALLBACK, AFIO_SQPOLL, AFIO_MODE_FIXED */
+	unsigned flags;			/* AFIO_NO_FALLBACK, AFIO_SQPOLL, AFIO_MODE_FIXED, ... */
 	unsigned ring_entries;		/* io_uring submission ring size (0: min(entries, 256)) */
 	unsigned size;			/* set by afio_config_init(); 0: as in version 0.1 */
 	unsigned reserved[7];		/* zero */

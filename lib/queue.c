@@ -209,11 +209,15 @@ static void clear_and_reap(struct afio_ctx *ctx)
 /*
  * An eventfd nobody else watches is cleared only before the owner sleeps
  * on it: while afio_poll() keeps finding work, completions cost no eventfd
- * write or read.  One the application watches must be exact at all times.
+ * write or read.  One the application watches is cleared before every
+ * look, so that it is readable exactly while completions wait; with
+ * AFIO_LAZY_EVENTFD only by a poll that found nothing (afio_poll() calls
+ * clear_and_reap() then): it may stay readable with nothing to collect,
+ * never the other way round, for a read fewer per round of a busy loop.
  */
 static void reap(struct afio_ctx *ctx)
 {
-	if (ctx->evfd_exported)
+	if (ctx->evfd_exported && !(ctx->cfg.flags & AFIO_LAZY_EVENTFD))
 		clear_and_reap(ctx);
 	else
 		reap_engines(ctx);
@@ -282,7 +286,7 @@ static int wait_some(struct afio_ctx *ctx, int timeout_ms)
 	/* The engine's own wait cannot see the pool, so use it only alone. */
 	if (e->ops->wait && !ctx->pool.handed)
 		return e->ops->wait(e, timeout_ms);
-	if (!ctx->evfd_exported) {
+	if (!ctx->evfd_exported || (ctx->cfg.flags & AFIO_LAZY_EVENTFD)) {
 		clear_and_reap(ctx);
 		if (ctx->done.head)
 			return 0;
@@ -338,6 +342,9 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 	/* What the callbacks queued goes now, not at some later call. */
 	if (ret >= 0)
 		ret = flush(ctx);
+	if (!ran && ctx->evfd_exported && (ctx->cfg.flags & AFIO_LAZY_EVENTFD) &&
+	    !ctx->destroy_deferred)
+		clear_and_reap(ctx);
 	ctx->in_poll = false;
 	if (ctx->destroy_deferred) {
 		afio_destroy(ctx);

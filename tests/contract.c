@@ -876,6 +876,64 @@ START_TEST(test_eventfd)
 }
 END_TEST
 
+/* AFIO_LAZY_EVENTFD: readable whenever completions wait, as without it;
+   left readable by a poll that ran callbacks, cleared by one that found
+   nothing, and by a poll that waits (else it would spin on it). */
+START_TEST(test_lazy_eventfd)
+{
+	struct afio_config cfg;
+	struct tu_done r[3] = { { 0 } };
+	struct pollfd pfd;
+	afio_ctx *ctx;
+	char in[3][16];
+	int efd, sv[2];
+	long slept;
+
+	afio_config_init(&cfg);
+	cfg.backend = target_backend;
+	cfg.mode = target_mode;
+	cfg.flags = AFIO_LAZY_EVENTFD;
+	ctx = tu_create(&cfg);
+	efd = afio_eventfd(ctx);
+	pfd = (struct pollfd){ .fd = efd, .events = POLLIN };
+	tu_socketpair(sv);
+	ck_assert(!fd_readable(efd));
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in[0], sizeof(in[0]), 0, tu_on_done, &r[0]), 0);
+	ck_assert_int_eq(afio_poll(ctx, 0, 0), 0);
+	ck_assert(!fd_readable(efd));
+	ck_assert_int_eq(write(sv[0], "ping", 4), 4);
+	ck_assert_int_eq(poll(&pfd, 1, 60000), 1);
+	ck_assert_int_eq(afio_poll(ctx, 0, 0), 1);
+	ck_assert_int_eq(r[0].res, 4);
+
+	/* A completion after a poll that left the eventfd as it was: a loop
+	   that sleeps on it hears of it (a lost wake-up fails the poll). */
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in[1], sizeof(in[1]), 0, tu_on_done, &r[1]), 0);
+	ck_assert_int_eq(afio_submit(ctx), 1);
+	ck_assert_int_eq(write(sv[0], "pong", 4), 4);
+	while (!r[1].calls) {
+		ck_assert_int_eq(poll(&pfd, 1, 60000), 1);
+		ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	}
+	ck_assert_int_eq(r[1].res, 4);
+
+	/* A poll that waits for a silent peer clears it before it sleeps:
+	   a readable eventfd would end every wait at once, and the poll
+	   would spin until its timeout without ever sleeping. */
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in[2], sizeof(in[2]), 0, tu_on_done, &r[2]), 0);
+	slept = tu_voluntary_switches();
+	ck_assert_int_eq(afio_poll(ctx, 1, 200), 0);
+	ck_assert_int_gt(tu_voluntary_switches() - slept, 0);
+	ck_assert(!fd_readable(efd));
+	ck_assert_int_eq(r[2].calls, 0);
+	afio_destroy(ctx);
+	ck_assert_int_eq(r[2].calls, 1);
+	ck_assert_int_eq(r[2].res, -ECANCELED);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 #define MANY_READS 20000
 #define MANY_ENTRIES 64
 #define MANY_BLOCKS 256
@@ -1467,6 +1525,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(sockets, test_write_widowed_pipe);
 	tcase_add_test(queue, test_full_queue);
 	tcase_add_test(queue, test_eventfd);
+	tcase_add_test(queue, test_lazy_eventfd);
 	tcase_add_test(queue, test_many_reads);
 	tcase_add_test(queue, test_resubmit_from_callback);
 	tcase_add_test(queue, test_cancel_writes_to_one_file);

@@ -88,6 +88,9 @@ void tu_warm_up_threads(void);
    awaited. */
 int64_t tu_now_ms(void);
 
+/* How often the calling thread has slept (voluntary context switches). */
+long tu_voluntary_switches(void);
+
 /* Open fds of this process (/proc/self/fd). */
 int tu_count_fds(void);
 
