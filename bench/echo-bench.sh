@@ -143,8 +143,11 @@ run_cell() {
 		nice -n "$nice" taskset -c 0 "$uring_bin" --port 0 \
 			$([ "$row" = uring-multishot ] && echo --multishot) >"$tmp/out" 2>"$tmp/err" &
 	else
-		server=afio-echo backend=${row%/*} mode=${row#*/}
-		nice -n "$nice" taskset -c 0 "$echo_bin" --port 0 --backend "$backend" --mode "$mode" \
+		# BACKEND/MODE+lazy: afio-echo --eventfd lazy
+		server=afio-echo backend=${row%/*} mode=${row#*/} eventfd=exact
+		[ "${mode%+lazy}" != "$mode" ] && eventfd=lazy
+		nice -n "$nice" taskset -c 0 "$echo_bin" --port 0 --backend "$backend" \
+			--mode "${mode%+lazy}" --eventfd $eventfd \
 			--max-conn "$n" >"$tmp/out" 2>"$tmp/err" &
 	fi
 	pid=$!

@@ -270,11 +270,20 @@ static void fit_descriptors(const struct echo *echo)
 
 /* ---- start-up ---- */
 
-enum { OPT_MAX_CONN, OPT_IDLE_TIMEOUT, OPT_BUF_SIZE, NR_OPTS };
+enum { OPT_MAX_CONN, OPT_IDLE_TIMEOUT, OPT_BUF_SIZE, OPT_EVENTFD, NR_OPTS };
 
-static int parse_echo_args(struct echo *echo, const struct server_extra_option *opt)
+static int parse_echo_args(struct echo *echo, const struct server_extra_option *opt,
+			   struct server_opts *opts)
 {
+	const char *efd = opt[OPT_EVENTFD].value;
 	unsigned v;
+
+	if (efd && !strcmp(efd, "lazy")) {
+		opts->afio.flags |= AFIO_LAZY_EVENTFD;
+	} else if (efd && strcmp(efd, "exact")) {
+		fprintf(stderr, "--eventfd: expected exact or lazy, got \"%s\"\n", efd);
+		return -EINVAL;
+	}
 
 	if (opt[OPT_MAX_CONN].value &&
 	    parse_count(opt[OPT_MAX_CONN].name, opt[OPT_MAX_CONN].value, 1, MAX_CONN_LIMIT,
@@ -328,6 +337,9 @@ int main(int argc, char **argv)
 				       "for S seconds (default 0: never)\n" },
 		[OPT_BUF_SIZE] = { "buf-size", "  --buf-size B   receive buffer per connection, "
 				   "bytes (default " STRINGIFY(DEFAULT_BUF_SIZE) ")\n" },
+		[OPT_EVENTFD] = { "eventfd", "  --eventfd exact|lazy\n"
+				  "                 lazy: AFIO_LAZY_EVENTFD, no eventfd read per "
+				  "busy round (default exact)\n" },
 	};
 	struct echo echo = { .max_conn = DEFAULT_MAX_CONN, .buf_size = DEFAULT_BUF_SIZE };
 	struct server_opts opts;
@@ -336,7 +348,7 @@ int main(int argc, char **argv)
 	echo.idle_list.prev = echo.idle_list.next = &echo.idle_list;
 	server_opts_init(&opts, "afio-echo", DEFAULT_PORT);
 	server_parse_args_n(argc, argv, &opts, opt, NR_OPTS);
-	if (parse_echo_args(&echo, opt))
+	if (parse_echo_args(&echo, opt, &opts))
 		return 2;
 	opts.max_conn = echo.max_conn;
 	echo.srv.on_accept = accept_conn;
