@@ -198,23 +198,49 @@ static bool is_direct(struct afio_req *r, struct afio_fd_memo *m)
  * Without RWF_NOWAIT it loops until done or EOF, as the kernel does for
  * regular files; with it, it stops at the first short or refused transfer.
  */
-static ssize_t file_rw(const struct afio_req *r, size_t *progress, int rwf)
+/* One preadv2/pwritev2 of a vectored request from `progress` on; n or
+   -errno.  Apart, so that its IOV_MAX array is not on every call's stack. */
+static __attribute__((noinline)) ssize_t rw_vectored(const struct afio_req *r,
+						     size_t progress, int rwf)
 {
 	struct iovec iov[IOV_MAX];
+	int cnt = iov_advance(r, progress, iov, IOV_MAX);
+	off_t at = (off_t)(r->off + progress);
+	ssize_t n;
+
+	if (is_read(r))
+		n = preadv2(r->fd, iov, cnt, at, rwf | r->flags);
+	else
+		n = pwritev2(r->fd, iov, cnt, at, rwf | r->flags);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t rw_step(const struct afio_req *r, size_t progress, int rwf)
+{
+	struct iovec one = { (char *)r->buf + progress, r->len - progress };
+	off_t at = (off_t)(r->off + progress);
+	ssize_t n;
+
+	if (r->op == AFIO_OP_READV || r->op == AFIO_OP_WRITEV)
+		return rw_vectored(r, progress, rwf);
+	if (r->op == AFIO_OP_READ)
+		n = preadv2(r->fd, &one, 1, at, rwf | r->flags);
+	else
+		n = pwritev2(r->fd, &one, 1, at, rwf | r->flags);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t file_rw(const struct afio_req *r, size_t *progress, int rwf)
+{
 	size_t want = afio_req_bytes(r);
 	ssize_t n;
-	int cnt;
 
 	while (*progress < want || !want) {
-		cnt = iov_advance(r, *progress, iov, IOV_MAX);
-		if (is_read(r))
-			n = preadv2(r->fd, iov, cnt, (off_t)(r->off + *progress), rwf | r->flags);
-		else
-			n = pwritev2(r->fd, iov, cnt, (off_t)(r->off + *progress), rwf | r->flags);
+		n = rw_step(r, *progress, rwf);
 		if (n < 0) {
-			if (errno == EINTR)
+			if (n == -EINTR)
 				continue;
-			return *progress ? (ssize_t)*progress : -errno;
+			return *progress ? (ssize_t)*progress : n;
 		}
 		*progress += (size_t)n;
 		if (!n || !want || rwf)
