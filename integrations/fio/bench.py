@@ -3,14 +3,16 @@
 
 Every pair runs the same fio command line but for --ioengine (and our
 afio_* options): same file, same queue depth, same batching
-(--iodepth_batch_submit=QD --iodepth_batch_complete_min=1), same buffers
-(--iomem=mmap).  Each round runs every pair, A then B, the order swapped
+(--iodepth_batch_submit=QD --iodepth_batch_complete_min=1, or with
+--submit each fio's default of one submit per request, or both), same
+buffers (--iomem=mmap).  Each round runs every pair, A then B, the order swapped
 every other round; the report gives per pair the median of the per-round
 ratios (ours / theirs) with their min-max, and the medians of fio's IOPS,
 clat p50/p99, slat mean/max and CPU (usr+sys %).
 
   integrations/fio/bench.py [--rounds 5] [--runtime 3] [--qd 32] [--out FILE.md]
                             [--pairs io_uring,libaio] [--workloads "4k randread O_DIRECT"]
+                            [--submit batch|each|both]
 
 Runs under flock /tmp/afio-bench.lock, one benchmark at a time.
 """
@@ -43,12 +45,19 @@ WORKLOADS = [
 ]
 
 
-def fio_run(fio, engine_args, work, args, path):
+def batching(submit, qd):
+    """fio's options for a batch of qd per submit, or none: its default
+    commits after every request."""
+    if submit == "each":
+        return []
+    return [f"--iodepth_batch_submit={qd}", "--iodepth_batch_complete_min=1"]
+
+
+def fio_run(fio, engine_args, work, submit, args, path):
     cmd = [fio, "--name=b", f"--filename={path}", f"--size={args.size}",
            f"--runtime={args.runtime}", "--time_based", "--ramp_time=0.5",
-           f"--iodepth={args.qd}", f"--iodepth_batch_submit={args.qd}",
-           "--iodepth_batch_complete_min=1", "--iomem=mmap",
-           "--output-format=json"] + work + engine_args
+           f"--iodepth={args.qd}"] + batching(submit, args.qd) + [
+           "--iomem=mmap", "--output-format=json"] + work + engine_args
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     # the engine's own lines (which backend runs) come before fio's JSON
     job = json.loads(out[re.search(r"^\{", out, re.M).start():])["jobs"][0]
@@ -82,7 +91,11 @@ def main():
     ap.add_argument("--pairs", help="comma-separated pair names (io_uring,libaio,threads/async,threads/inline)"
                     " or fio engines (psync)")
     ap.add_argument("--workloads", help="comma-separated workload names, as in the table")
+    ap.add_argument("--submit", choices=("batch", "each", "both"), default="batch",
+                    help="batches of --qd per submit (default), one submit per request "
+                    "(fio's default), or both")
     args = ap.parse_args()
+    submits = ("batch", "each") if args.submit == "both" else (args.submit,)
 
     pairs = [p for p in PAIRS
              if not args.pairs or p[0] in args.pairs.split(",") or p[2] in args.pairs.split(",")]
@@ -97,7 +110,9 @@ def main():
 
     results = {}  # (workload, pair) -> {"a": [...], "b": [...]}
     for r in range(args.rounds):
-        for wname, work in workloads:
+        for (wname, work), submit in [(w, s) for w in workloads for s in submits]:
+            if submit == "each":
+                wname += ", each"
             for pname, afio_opts, theirs, _ in pairs:
                 a_args = ours_engine + afio_opts
                 b_args = [f"--ioengine={theirs}"]
@@ -106,7 +121,7 @@ def main():
                     order.reverse()
                 cell = results.setdefault((wname, pname, theirs), {"a": [], "b": []})
                 for side, eargs in order:
-                    cell[side].append(fio_run(args.fio, eargs, work, args, path))
+                    cell[side].append(fio_run(args.fio, eargs, work, submit, args, path))
                 ra, rb = cell["a"][-1], cell["b"][-1]
                 print(f"round {r + 1} {wname:22} {pname:15} ours {ra['iops']:9.0f} "
                       f"{theirs} {rb['iops']:9.0f} ratio {ra['iops'] / rb['iops']:.3f}",
@@ -118,8 +133,12 @@ def main():
     lines = [
         f"fio {subprocess.run([args.fio, '--version'], capture_output=True, text=True).stdout.strip()}, "
         f"commit {commit}, {args.rounds} rounds alternated, {args.runtime} s each, "
-        f"iodepth {args.qd}, iodepth_batch_submit={args.qd}, iodepth_batch_complete_min=1, "
-        f"iomem=mmap, file {args.size} on {args.dir}",
+        f"iodepth {args.qd}, " + ("one submit per request (fio's default)" if submits == ("each",)
+                                  else f"iodepth_batch_submit={args.qd}, "
+                                  "iodepth_batch_complete_min=1"
+                                  + (" (rows marked 'each': fio's default, one submit per "
+                                     "request)" if "each" in submits else "")) +
+        f", iomem=mmap, file {args.size} on {args.dir}",
         "",
         "| workload | ours | fio engine | IOPS ours | IOPS fio | ratio (median, min-max) | goal | "
         "clat p50/p99 µs ours | fio | slat mean/max µs ours | fio | CPU % ours | fio |",
