@@ -4,6 +4,7 @@
  * const struct afio_backend_ops; the core walks afio_backends[] in order and
  * the first whose init succeeds runs the context.  The core knows
  * nothing else about a backend.
+ * (lib/README.md, "The engine contract")
  *
  * Threading: every op runs on the thread that owns the context, except that
  * the thread-pool engine completes work on its own threads and hands results

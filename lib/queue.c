@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Request intake, hand-over to the engines, completion delivery, cancel. */
+/* Request intake, hand-over to the engines, completion delivery, cancel.
+   (lib/README.md, "Hand-over and completion") */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
