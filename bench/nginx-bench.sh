@@ -179,8 +179,9 @@ EOF
 
 # nginx cannot raise its limit of open files here (setrlimit is not
 # permitted): its cache of open files stays below it, beside the
-# connections
-open_files=$(( $(ulimit -Hn) - 2 * conns - 100 ))
+# connections (and the pipes of sendfile through the library: with only
+# two descriptors a connection, "aio on; sendfile on" ran out of them)
+open_files=$(( $(ulimit -Hn) - 4 * conns - 100 ))
 [ "$open_files" -le 100000 ] || open_files=100000
 # Not with directio: nginx 1.22's cache of open files and directio fail
 # some reads with EINVAL (stock "aio threads" as well as the patched build),
