@@ -216,9 +216,14 @@ static void clear_and_reap(struct afio_ctx *ctx)
  * clear_and_reap() then): it may stay readable with nothing to collect,
  * never the other way round, for a read fewer per round of a busy loop.
  */
+static bool lazy_eventfd(const struct afio_ctx *ctx)
+{
+	return ctx->cfg.flags & AFIO_LAZY_EVENTFD;
+}
+
 static void reap(struct afio_ctx *ctx)
 {
-	if (ctx->evfd_exported && !(ctx->cfg.flags & AFIO_LAZY_EVENTFD))
+	if (ctx->evfd_exported && !lazy_eventfd(ctx))
 		clear_and_reap(ctx);
 	else
 		reap_engines(ctx);
@@ -287,7 +292,7 @@ static int wait_some(struct afio_ctx *ctx, int timeout_ms)
 	/* The engine's own wait cannot see the pool, so use it only alone. */
 	if (e->ops->wait && !ctx->pool.handed)
 		return e->ops->wait(e, timeout_ms);
-	if (!ctx->evfd_exported || (ctx->cfg.flags & AFIO_LAZY_EVENTFD)) {
+	if (!ctx->evfd_exported || lazy_eventfd(ctx)) {
 		clear_and_reap(ctx);
 		if (ctx->done.head)
 			return 0;
@@ -343,8 +348,7 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 	/* What the callbacks queued goes now, not at some later call. */
 	if (ret >= 0)
 		ret = flush(ctx);
-	if (!ran && ctx->evfd_exported && (ctx->cfg.flags & AFIO_LAZY_EVENTFD) &&
-	    !ctx->destroy_deferred)
+	if (!ran && ctx->evfd_exported && lazy_eventfd(ctx) && !ctx->destroy_deferred)
 		clear_and_reap(ctx);
 	ctx->in_poll = false;
 	if (ctx->destroy_deferred) {
