@@ -112,8 +112,9 @@ void afio_req_done(struct afio_req *r, ssize_t res)
 	r->res = res;
 	r->state = AFIO_REQ_DONE;
 	afio_reqq_push(&r->ctx->done, r);
-	/* Inside afio_poll() the callback runs before it returns; elsewhere
-	   (INLINE completion at submit, cancel) the eventfd must say so. */
+	/* Inside afio_poll() the callback runs in a later round of it, or
+	   afio_poll() signals before it returns; elsewhere (INLINE completion
+	   at submit, cancel) the eventfd must say so now. */
 	if (!r->ctx->in_poll && r->ctx->evfd_exported && r->ctx->done.count == 1)
 		signal_eventfd(r->ctx);
 }
