@@ -1035,9 +1035,10 @@ static bool sqe_fits(const struct afio_req *r)
 
 /*
  * INLINE: the kernel would hand both splices to io-wq, which costs more
- * than the copy-free transfer itself for small files; a non-blocking
- * socket and a file whose pages are all cached let sendfile(2) do it here
- * without waiting, as the kernel tries other requests in the submitter.
+ * than the copy-free transfer itself for small files; a file whose pages
+ * are all cached lets sendfile(2) do it here without waiting (it moves no
+ * more than the socket has room for, afio_sock_can_try()), as the kernel
+ * tries other requests in the submitter.
  * false when it must go the long way (it would block, or it did).  r is
  * q's head, and leaves q before it is done: afio_req_done() links it into
  * another queue, which would cut q behind it.
@@ -1692,7 +1693,7 @@ static int uring_op_native(const struct afio_engine *e, enum afio_op op, char *h
 	if (op == AFIO_OP_SENDFILE)
 		afio_reason(how, len, "IORING_OP_SPLICE file->pipe->socket%s",
 			    u->mode == AFIO_MODE_INLINE ? "; sendfile(2) in the caller where the "
-			    "socket is non-blocking and the range cached" : "");
+			    "range is cached" : "");
 	else if (op == AFIO_OP_SYNC_RANGE)
 		afio_reason(how, len, "IORING_OP_SYNC_FILE_RANGE; ranges over 4 GiB the pool");
 	else if (op == AFIO_OP_STATX)
