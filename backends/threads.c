@@ -144,22 +144,13 @@ static void wake_idle_locked(struct pool *p, unsigned n)
 
 /* ---- performing a request ---- */
 
-/* iov without its first `skip` bytes, in out[]; returns the count. */
+/* A READV/WRITEV's iov without its first `skip` bytes, in out[]; returns
+   the count. */
 static int iov_advance(const struct afio_req *r, size_t skip, struct iovec *out, int max)
 {
-	const struct iovec *iov;
-	int cnt, n = 0;
-	struct iovec one;
+	const struct iovec *iov = r->iov;
+	int cnt = (int)r->len, n = 0;
 
-	if (r->op == AFIO_OP_READV || r->op == AFIO_OP_WRITEV) {
-		iov = r->iov;
-		cnt = (int)r->len;
-	} else {
-		one.iov_base = r->buf;
-		one.iov_len = r->len;
-		iov = &one;
-		cnt = 1;
-	}
 	for (int i = 0; i < cnt && n < max; i++) {
 		if (skip >= iov[i].iov_len) {
 			skip -= iov[i].iov_len;
@@ -193,18 +184,10 @@ static bool is_direct(struct afio_req *r, struct afio_fd_memo *m)
 	return false;
 }
 
-/*
- * File read or write from r->off + progress to the end of the request.
- * Without RWF_NOWAIT it loops until done or EOF, as the kernel does for
- * regular files; with it, it stops at the first short or refused transfer.
- */
-/* One preadv2/pwritev2 of a vectored request from `progress` on; n or
-   -errno.  Apart, so that its IOV_MAX array is not on every call's stack. */
-static __attribute__((noinline)) ssize_t rw_vectored(const struct afio_req *r,
-						     size_t progress, int rwf)
+/* One preadv2/pwritev2 of iov, r's bytes from `progress` on; n or -errno. */
+static inline ssize_t rw_iov(const struct afio_req *r, const struct iovec *iov, int cnt,
+			     size_t progress, int rwf)
 {
-	struct iovec iov[IOV_MAX];
-	int cnt = iov_advance(r, progress, iov, IOV_MAX);
 	off_t at = (off_t)(r->off + progress);
 	ssize_t n;
 
@@ -215,21 +198,29 @@ static __attribute__((noinline)) ssize_t rw_vectored(const struct afio_req *r,
 	return n < 0 ? -errno : n;
 }
 
+/* Apart, so that its IOV_MAX array is not on every call's stack. */
+static __attribute__((noinline)) ssize_t rw_vectored(const struct afio_req *r,
+						     size_t progress, int rwf)
+{
+	struct iovec iov[IOV_MAX];
+
+	return rw_iov(r, iov, iov_advance(r, progress, iov, IOV_MAX), progress, rwf);
+}
+
 static ssize_t rw_step(const struct afio_req *r, size_t progress, int rwf)
 {
 	struct iovec one = { (char *)r->buf + progress, r->len - progress };
-	off_t at = (off_t)(r->off + progress);
-	ssize_t n;
 
 	if (r->op == AFIO_OP_READV || r->op == AFIO_OP_WRITEV)
 		return rw_vectored(r, progress, rwf);
-	if (r->op == AFIO_OP_READ)
-		n = preadv2(r->fd, &one, 1, at, rwf | r->flags);
-	else
-		n = pwritev2(r->fd, &one, 1, at, rwf | r->flags);
-	return n < 0 ? -errno : n;
+	return rw_iov(r, &one, 1, progress, rwf);
 }
 
+/*
+ * File read or write from r->off + progress to the end of the request.
+ * Without RWF_NOWAIT it loops until done or EOF, as the kernel does for
+ * regular files; with it, it stops at the first short or refused transfer.
+ */
 static ssize_t file_rw(const struct afio_req *r, size_t *progress, int rwf)
 {
 	size_t want = afio_req_bytes(r);
@@ -757,8 +748,9 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 	   refused for it (ext4) nothing tells beforehand: it counts as a
 	   quick request, whose results wait for it (afio_eventfd(3)); telling
 	   them first cost an eventfd write and a wake-up of the owner per
-	   write.  A read that gets here, or direct I/O, waits for the device. */
-	if (is_read(r) || is_direct(r, NULL))
+	   write.  A read that gets here, or direct I/O, waits for the device.
+	   A write's lane_of() has asked already: not buffered is direct. */
+	if (is_read(r) || !r->buffered)
 		settle(w);
 	return file_rw(r, &r->progress, 0);
 }

@@ -209,7 +209,7 @@ static int check_sock_flags(int fd, int flags)
 /* Inlined into each caller, whose op and flags then fold its checks away. */
 static inline __attribute__((always_inline)) int
 queue_rw(afio_ctx *ctx, enum afio_op op, int fd, const void *buf, size_t len,
-		    uint64_t off, int rwf, afio_cb cb, void *data)
+	 uint64_t off, int rwf, afio_cb cb, void *data)
 {
 	struct afio_req *r;
 	int ret = check_fd(ctx, fd, cb);
