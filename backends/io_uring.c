@@ -126,7 +126,8 @@ struct uring {
 	bool has_poll;
 	int write_rwf;			/* RWF_NOSIGNAL where the kernel has it */
 	enum afio_mode mode;
-	uint8_t sqe_flags[AFIO_OP_COUNT];	/* by op: mode_sqe_flags() */
+	uint8_t sqe_flags[AFIO_OP_COUNT];	/* by op: IOSQE_ASYNC where the route says */
+	bool sendfile_try;		/* sendfile_inline() where its range is cached */
 	int evfd;			/* the context's, which the kernel signals */
 	struct __kernel_timespec *timespecs;	/* by slot index: a TIMEOUT's */
 	struct sendfile_state *sendfiles;	/* by slot index */
@@ -375,40 +376,6 @@ static unsigned clamp_len(size_t len)
 	/* The SQE length is 32 bits; the kernel moves at most MAX_RW anyway,
 	   so a longer request ends short, as read(2) would. */
 	return len < MAX_RW ? (unsigned)len : MAX_RW;
-}
-
-/*
- * The mode policy.  HYBRID: sockets go to io-wq, which since 5.16 tries
- * without blocking and then arms poll, so no worker waits for a silent
- * peer (before 5.16 the worker blocks in recv/send, as in ASYNC); ops that
- * always end up in io-wq (fsync and the like) skip the failed try; regular
- * files and paths go without a flag: a page-cache hit finishes in the
- * submitter and a miss is read without blocking it; handing them to io-wq,
- * always or past a number in flight, measured slower ("io_uring HYBRID
- * policy", bench/README.md).  A timer or a nop has nothing for a worker to do.
- */
-static unsigned mode_sqe_flags(enum afio_mode mode, enum afio_op op)
-{
-	if (op == AFIO_OP_TIMEOUT || op == AFIO_OP_NOP)
-		return 0;
-	switch (mode) {
-	case AFIO_MODE_ASYNC:
-		return IOSQE_ASYNC;
-	case AFIO_MODE_HYBRID:
-		if (afio_op_is_socket(op))
-			return IOSQE_ASYNC;
-		switch (op) {
-		case AFIO_OP_FSYNC:
-		case AFIO_OP_SYNC_RANGE:
-		case AFIO_OP_FALLOCATE:
-		case AFIO_OP_FTRUNCATE:
-			return IOSQE_ASYNC;
-		default:
-			return 0;
-		}
-	default:
-		return 0;
-	}
 }
 
 /* ---- one SQE per op ---- */
@@ -1048,7 +1015,7 @@ static bool sendfile_inline(struct uring *u, struct afio_reqq *q)
 	struct afio_req *r = q->head;
 	ssize_t n;
 
-	if (u->mode != AFIO_MODE_INLINE || !afio_sock_can_try(r, r->fd) ||
+	if (!u->sendfile_try || !afio_sock_can_try(r, r->fd) ||
 	    !afio_sendfile_cached(r))
 		return false;
 	n = afio_req_sock_nowait(r, r->fd);
@@ -1566,6 +1533,13 @@ static int attach(struct afio_engine *e, struct uring *u, char *reason, size_t l
 	}
 	probe_ops(u);
 	find_plain_ops(u);
+	for (unsigned op = 0; op < AFIO_OP_COUNT; op++) {
+		if (!u->has_op[op])
+			afio_engine_lacks_op(e, (enum afio_op)op);
+		u->sqe_flags[op] = e->route[op].then == AFIO_RUN_KERNEL_WORKER ?
+				   IOSQE_ASYNC : 0;
+	}
+	u->sendfile_try = e->route[AFIO_OP_SENDFILE].first == AFIO_TRY_CALLER;
 	u->write_rwf = nosignal_rwf();
 	return 0;
 }
@@ -1601,8 +1575,6 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 		return -ENOMEM;
 	}
 	u->mode = cfg->mode;
-	for (unsigned op = 0; op < AFIO_OP_COUNT; op++)
-		u->sqe_flags[op] = (uint8_t)mode_sqe_flags(u->mode, (enum afio_op)op);
 	u->evfd = afio_ctx_eventfd(e->ctx);
 	ret = ring_setup(&u->ring, cfg);
 	if (ret) {
@@ -1679,35 +1651,34 @@ static int uring_describe(const struct afio_engine *e, char *buf, size_t len)
 			u->dropped ? ", the kernel dropped completions" : "");
 }
 
-static int uring_op_native(const struct afio_engine *e, enum afio_op op, char *how,
+static int uring_op_kernel(const struct afio_engine *e, enum afio_op op, char *buf,
 			   size_t len)
 {
 	const struct uring *u = e->priv;
 	const struct uring_op *uo = &uring_ops[op];
 
 	if (!u->has_op[op]) {
-		afio_reason(how, len, "the thread pool: IORING_OP_%s is not in this kernel "
-			    "(Linux %s+)", uo->name, uo->since);
+		afio_reason(buf, len, "IORING_OP_%s is not in this kernel (Linux %s+)",
+			    uo->name, uo->since);
 		return 0;
 	}
 	if (op == AFIO_OP_SENDFILE)
-		afio_reason(how, len, "IORING_OP_SPLICE file->pipe->socket%s",
-			    u->mode == AFIO_MODE_INLINE ? "; sendfile(2) in the caller where the "
-			    "range is cached" : "");
+		afio_reason(buf, len, "IORING_OP_SPLICE file->pipe->socket");
 	else if (op == AFIO_OP_SYNC_RANGE)
-		afio_reason(how, len, "IORING_OP_SYNC_FILE_RANGE; ranges over 4 GiB the pool");
+		afio_reason(buf, len, "IORING_OP_SYNC_FILE_RANGE; ranges over 4 GiB the pool");
 	else if (op == AFIO_OP_STATX)
-		afio_reason(how, len, "IORING_OP_STATX, in io-wq in every mode (no "
-			    "non-blocking statx)");
+		afio_reason(buf, len, "IORING_OP_STATX, which the kernel's workers do in "
+			    "every mode");
 	else
-		afio_reason(how, len, "IORING_OP_%s", uo->name);
+		afio_reason(buf, len, "IORING_OP_%s", uo->name);
 	return 1;
 }
 
 const struct afio_backend_ops afio_backend_io_uring = {
 	.id = AFIO_BACKEND_IO_URING,
 	.name = "io_uring",
-	.caps = AFIO_CAP_NOP,
+	.caps = AFIO_CAP_NOP | AFIO_CAP_FILES | AFIO_CAP_SOCKETS | AFIO_CAP_FSYNC |
+		AFIO_CAP_SYNC_OPS | AFIO_CAP_TIMERS | AFIO_CAP_WORKERS,
 	.probe = uring_probe,
 	.init = uring_init,
 	.exit = uring_exit,
@@ -1717,5 +1688,5 @@ const struct afio_backend_ops afio_backend_io_uring = {
 	.wait = uring_wait,
 	.cancel = uring_cancel,
 	.describe = uring_describe,
-	.op_native = uring_op_native,
+	.op_kernel = uring_op_kernel,
 };

@@ -71,6 +71,7 @@ struct laio {
 	unsigned in_kernel;	/* iocbs submitted whose event is not yet reaped */
 	int evfd;
 	enum afio_mode mode;
+	const struct afio_route *route;	/* the engine's, by op */
 	struct slot *slots;
 	struct iocb **batch;
 	struct afio_req **batch_req;
@@ -224,13 +225,13 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 	return R_KERNEL;
 }
 
-/* ASYNC blocks a worker on the socket, and so does what cannot be tried
-   without blocking, and a sendfile that would read the disk on this
-   thread; INLINE and HYBRID try once here first. */
+/* What its route gives the pool goes there, and so does what cannot be
+   tried without blocking, and a sendfile that would read the disk on
+   this thread. */
 static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *s,
 			       ssize_t *res)
 {
-	if (a->mode == AFIO_MODE_ASYNC || !afio_sock_can_try(r, r->fd) ||
+	if (afio_route_pooled(a->route[r->op]) || !afio_sock_can_try(r, r->fd) ||
 	    (r->op == AFIO_OP_SENDFILE && !afio_sendfile_cached(r))) {
 		/* A closed fd fails here, as in the other modes, not in the
 		   pool, whose own fds may take its number when it starts. */
@@ -264,7 +265,7 @@ static enum route route(struct laio *a, struct afio_req *r, struct afio_fd_memo 
 	case AFIO_KIND_FILE_RW:
 		return route_file(a, r, s, m, res);
 	default:
-		if (r->op != AFIO_OP_FSYNC)
+		if (afio_route_pooled(a->route[r->op]))
 			return R_POOL;
 		prep_sync(s, r);
 		return R_KERNEL;
@@ -778,6 +779,7 @@ static int libaio_init(struct afio_engine *e, const struct afio_config *cfg,
 		return -ENOMEM;
 	a->nr_events = n;
 	a->mode = cfg->mode;
+	a->route = e->route;
 	a->evfd = afio_ctx_eventfd(e->ctx);
 	afio_reqq_init(&a->pending);
 	a->slots = calloc(n, sizeof(*a->slots));
@@ -837,30 +839,23 @@ static int libaio_describe(const struct afio_engine *e, char *buf, size_t len)
 			a->nr_events, how, afio_mode_name(a->mode));
 }
 
-static int libaio_op_native(const struct afio_engine *e, enum afio_op op, char *how,
+static int libaio_op_kernel(const struct afio_engine *e, enum afio_op op, char *buf,
 			    size_t len)
 {
-	const struct laio *a = e->priv;
-
+	(void)e;
 	switch (afio_op_kind(op)) {
 	case AFIO_KIND_FILE_RW:
-		afio_reason(how, len, "io_submit for aligned O_DIRECT, else the thread pool");
+		afio_reason(buf, len, "io_submit");
 		return 1;
 	case AFIO_KIND_SOCKET:
-		if (a->mode == AFIO_MODE_ASYNC) {
-			afio_reason(how, len, "the thread pool (ASYNC)");
-			return 0;
-		}
-		afio_reason(how, len, "IOCB_CMD_POLL, then without blocking%s",
-			    op == AFIO_OP_ACCEPT || op == AFIO_OP_CONNECT ?
-			    " (O_NONBLOCK sockets; else the pool)" : "");
+		afio_reason(buf, len, "IOCB_CMD_POLL");
 		return 1;
 	default:
 		if (op == AFIO_OP_FSYNC) {
-			afio_reason(how, len, "IOCB_CMD_FSYNC / IOCB_CMD_FDSYNC");
+			afio_reason(buf, len, "IOCB_CMD_FSYNC / IOCB_CMD_FDSYNC");
 			return 1;
 		}
-		afio_reason(how, len, "the thread pool: Linux AIO has no such command");
+		afio_reason(buf, len, "Linux AIO has no such command");
 		return 0;
 	}
 }
@@ -868,6 +863,7 @@ static int libaio_op_native(const struct afio_engine *e, enum afio_op op, char *
 const struct afio_backend_ops afio_backend_libaio = {
 	.id = AFIO_BACKEND_LIBAIO,
 	.name = "libaio",
+	.caps = AFIO_CAP_DIRECT | AFIO_CAP_READINESS | AFIO_CAP_FSYNC,
 	.probe = libaio_probe,
 	.init = libaio_init,
 	.exit = libaio_exit,
@@ -876,5 +872,5 @@ const struct afio_backend_ops afio_backend_libaio = {
 	.reap = libaio_reap,
 	.cancel = libaio_cancel,
 	.describe = libaio_describe,
-	.op_native = libaio_op_native,
+	.op_kernel = libaio_op_kernel,
 };

@@ -707,7 +707,8 @@ static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
 	ssize_t n;
 	int ret;
 
-	if (p->mode == AFIO_MODE_ASYNC || !afio_sock_can_try(r, sock_fd(s, r)))
+	if (r->engine->route[r->op].then == AFIO_RUN_POOL ||
+	    !afio_sock_can_try(r, sock_fd(s, r)))
 		return sock_wait_xfer(w, r);
 	n = afio_req_sock_nowait(r, sock_fd(s, r));
 	if (n != -EAGAIN)
@@ -727,15 +728,17 @@ static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
 static ssize_t perform_file(struct worker *w, struct afio_req *r)
 {
 	struct pool *p = w->pool;
+	struct afio_route rt = r->engine->route[r->op];
 	bool try_first;
 	ssize_t n;
 
-	/* In INLINE the caller has tried without waiting already.
-	   Otherwise a buffered request that turns out to be quick is done
-	   before the results are told; what may wait tells them first.
-	   RWF_NOWAIT does not keep direct I/O off the device. */
-	try_first = p->mode == AFIO_MODE_HYBRID ||
-		    (p->mode == AFIO_MODE_ASYNC && w->owes_signal && is_read(r));
+	/* A route that tried in the caller has tried without waiting
+	   already.  One that blocks here still tries a read first while
+	   results wait to be told: one that turns out to be quick is done
+	   before they are; what may wait tells them first.  RWF_NOWAIT does
+	   not keep direct I/O off the device. */
+	try_first = rt.first == AFIO_TRY_WORKER ||
+		    (rt.first == AFIO_TRY_NONE && w->owes_signal && is_read(r));
 	if (try_first && !r->progress && !is_direct(r, NULL)) {
 		n = file_try_nowait(p, r, &r->progress);
 		if (n == 0 || (n > 0 && (size_t)n == afio_req_bytes(r)))
@@ -849,8 +852,8 @@ static void *worker_main(void *arg)
 
 /* ---- INLINE: a first try in the caller ---- */
 
-/* The mode policy, for what INLINE tries in the caller: true when r was
-   finished or armed here, false when a worker must do it. */
+/* What the route tries in the caller: true when r was finished or armed
+   here, false when a worker must do it. */
 static bool try_inline(struct pool *p, struct afio_req *r, struct afio_fd_memo *m)
 {
 	ssize_t n;
@@ -930,7 +933,7 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 			start_timer(p, r);
 			continue;
 		}
-		if (p->mode == AFIO_MODE_INLINE && try_inline(p, r, &memo))
+		if (e->route[r->op].first == AFIO_TRY_CALLER && try_inline(p, r, &memo))
 			continue;
 		s->lane = lane_of(r, &memo);
 		afio_reqq_push(&batch, r);
@@ -1179,34 +1182,6 @@ static int threads_describe(const struct afio_engine *e, char *buf, size_t len)
 			afio_mode_name(p->mode));
 }
 
-static int threads_op_native(const struct afio_engine *e, enum afio_op op, char *how,
-			     size_t len)
-{
-	static const char *const where[][3] = {
-		[AFIO_KIND_FILE_RW] = { "tried in the caller (RWF_NOWAIT), else a worker",
-					"a worker", "a worker, trying without blocking first" },
-		[AFIO_KIND_SOCKET] = { "tried in the caller, else the pool's epoll set",
-				       "a worker, waiting by poll",
-				       "a worker tries, else the pool's epoll set" },
-		[AFIO_KIND_TIMER] = { "the poller's deadline heap", "the poller's deadline heap",
-				      "the poller's deadline heap" },
-		[AFIO_KIND_SYNC] = { "a worker", "a worker", "a worker" },
-	};
-	const struct pool *p = e->priv;
-	const char *what = where[afio_op_kind(op)][p->mode];
-
-	if (p->mode == AFIO_MODE_INLINE) {
-		if (op == AFIO_OP_OPENAT || op == AFIO_OP_OPENAT2)
-			what = "tried in the caller (RESOLVE_CACHED), else a worker";
-		else if (op == AFIO_OP_CLOSE)
-			what = "the caller";
-		else if (op == AFIO_OP_SENDFILE)
-			what = "tried in the caller where the range is cached, else the pool";
-	}
-	afio_reason(how, len, "%s", what);
-	return 1;
-}
-
 const struct afio_backend_ops afio_backend_threads = {
 	.id = AFIO_BACKEND_THREADS,
 	.name = "threads",
@@ -1219,5 +1194,4 @@ const struct afio_backend_ops afio_backend_threads = {
 	.arm = threads_arm,
 	.cancel = threads_cancel,
 	.describe = threads_describe,
-	.op_native = threads_op_native,
 };

@@ -75,11 +75,26 @@ struct afio_config {
 	enum afio_backend backend;	/* default AUTO */
 	enum afio_mode mode;		/* default INLINE */
 	unsigned entries;		/* requests queued or in flight at most (default 256) */
-	unsigned threads;		/* thread-pool workers (default 4) */
+	unsigned threads;		/* thread-pool workers (default 4; 0: sized for the
+					   mode, see afio_limits()), AFIO_MAX_THREADS at most */
 	unsigned flags;			/* AFIO_NO_FALLBACK, AFIO_SQPOLL, AFIO_MODE_FIXED, ... */
 	unsigned ring_entries;		/* io_uring submission ring size (0: min(entries, 256)) */
 	unsigned size;			/* set by afio_config_init(); 0: as in version 0.1 */
 	unsigned reserved[7];		/* zero */
+};
+
+#define AFIO_MAX_THREADS	1024
+
+/* What a context can hold at once (afio_limits()). */
+struct afio_limits {
+	unsigned entries;	/* requests queued or in flight */
+	unsigned threads;	/* the thread pool's workers, once it runs */
+	/* Socket requests that can wait for their peer at once without
+	   keeping others waiting: entries, but threads where each waiting
+	   one holds a pool worker (ASYNC on the threads and libaio
+	   backends).  A server takes no more connections than this. */
+	unsigned socket_waits;
+	unsigned reserved[5];
 };
 
 struct afio_stats {
@@ -264,6 +279,20 @@ AFIO_API int afio_eventfd(afio_ctx *ctx);
    finishes first.  Returns how many requests matched, -ENOENT if none. */
 AFIO_API int afio_cancel(afio_ctx *ctx, void *data);
 
+/* Names one request of a context; 0 names none. */
+typedef uint64_t afio_handle;
+
+/* The handle of the request the latest successful queueing call on ctx
+   accepted; 0 before the first. */
+AFIO_API afio_handle afio_last_handle(const afio_ctx *ctx);
+
+/* Cancel the request h names, in O(1): it completes with -ECANCELED
+   unless it finishes first.  0 when asked; -EALREADY when its result is
+   known (or its cancel was asked) and its callback is still to run;
+   -ENOENT when it has completed (a slot reused since included); -EINVAL
+   for what was never a handle of ctx. */
+AFIO_API int afio_cancel_handle(afio_ctx *ctx, afio_handle h);
+
 AFIO_API int afio_stats(const afio_ctx *ctx, struct afio_stats *st);
 /* Fills the first size bytes of *st (afio_stats()). */
 AFIO_API int afio_stats_sized(const afio_ctx *ctx, struct afio_stats *st, size_t size);
@@ -275,6 +304,9 @@ AFIO_API int afio_probe(enum afio_backend b, char *reason, size_t reason_len);
 /* Why backend b was skipped when this context was created ("" if it was
    not tried or not skipped). */
 AFIO_API const char *afio_skip_reason(const afio_ctx *ctx, enum afio_backend b);
+
+/* Fills *lim for ctx, in the backend and mode in force; 0 or -EINVAL. */
+AFIO_API int afio_limits(const afio_ctx *ctx, struct afio_limits *lim);
 
 /* One line on how the running backend is set up (ring sizes, setup flags,
    workers); returns its length or -errno. */

@@ -117,6 +117,34 @@ static void not_built(enum afio_backend b, char *reason, size_t len)
 		    "package was missing at build time)", afio_backend_name(b));
 }
 
+void afio_engine_prepare(struct afio_ctx *ctx, struct afio_engine *e,
+			 const struct afio_backend_ops *ops)
+{
+	e->ops = ops;
+	e->ctx = ctx;
+	for (unsigned op = 0; op < AFIO_OP_COUNT; op++)
+		e->route[op] = afio_route(ops->caps, true, (enum afio_op)op, ctx->cfg.mode);
+}
+
+void afio_engine_lacks_op(struct afio_engine *e, enum afio_op op)
+{
+	e->route[op] = afio_route(e->ops->caps, false, op, afio_ctx_mode(e->ctx));
+}
+
+/* threads 0 is "sized for the mode": where a socket request waiting for
+   its peer holds a worker, one per entry (as many as the pool may have),
+   so that idle peers cannot hold every worker while others wait. */
+static unsigned pool_size(const struct afio_ctx *ctx, const struct afio_backend_ops *ops)
+{
+	unsigned n = ctx->cfg.entries;
+
+	if (ctx->threads_asked)
+		return ctx->threads_asked;
+	if (!afio_route_holds_worker(ops->caps, ctx->cfg.mode))
+		return AFIO_DEFAULT_THREADS;
+	return n < AFIO_MAX_THREADS ? n : AFIO_MAX_THREADS;
+}
+
 /* Init is the probe done for real (a probe first would set up the kernel
    object twice); keeps the reason when the backend cannot run. */
 static int try_backend(struct afio_ctx *ctx, const struct afio_backend_ops *ops)
@@ -124,8 +152,8 @@ static int try_backend(struct afio_ctx *ctx, const struct afio_backend_ops *ops)
 	char *reason = ctx->skip_reason[ops->id];
 	int ret;
 
-	ctx->primary.ops = ops;
-	ctx->primary.ctx = ctx;
+	afio_engine_prepare(ctx, &ctx->primary, ops);
+	ctx->cfg.threads = pool_size(ctx, ops);
 	ret = ops->init(&ctx->primary, &ctx->cfg, reason, AFIO_REASON_LEN);
 	if (ret) {
 		ctx->primary.ops = NULL;

@@ -17,6 +17,7 @@
 
 #include "asyncfio.h"
 #include "request.h"
+#include "route.h"
 
 struct afio_ctx;
 
@@ -30,19 +31,15 @@ struct afio_engine {
 	struct afio_ctx *ctx;
 	void *priv;
 	unsigned handed;	/* requests this engine owns now */
-};
-
-/* What a backend can do beyond the contract every backend keeps. */
-enum afio_backend_caps {
-	/* Runs AFIO_OP_NOP itself; without it the core finishes a nop at
-	   once, with no system call. */
-	AFIO_CAP_NOP = 1u << 0,
+	/* Where each op runs in the context's mode, set before init (which
+	   may say what the kernel lacks: afio_engine_lacks_op()). */
+	struct afio_route route[AFIO_OP_COUNT];
 };
 
 struct afio_backend_ops {
 	enum afio_backend id;
 	const char *name;
-	unsigned caps;		/* enum afio_backend_caps */
+	unsigned caps;		/* enum afio_backend_caps: what its kernel runs */
 
 	/* 0 when the backend can run with cfg; else -errno and a reason. */
 	int (*probe)(const struct afio_config *cfg, char *reason, size_t len);
@@ -91,9 +88,9 @@ struct afio_backend_ops {
 	/* Optional: one line on how the engine is set up. */
 	int (*describe)(const struct afio_engine *e, char *buf, size_t len);
 
-	/* 1 when the engine runs op itself, 0 when it routes it to the pool;
-	   a line on how or why not into how (afio_op_native(3)). */
-	int (*op_native)(const struct afio_engine *e, enum afio_op op, char *how, size_t len);
+	/* Optional: the name of the kernel's call that runs op (1), or why
+	   the kernel has none (0), for afio_op_native(3). */
+	int (*op_kernel)(const struct afio_engine *e, enum afio_op op, char *buf, size_t len);
 };
 
 extern const struct afio_backend_ops afio_backend_io_uring;
@@ -115,6 +112,10 @@ static inline void afio_engine_take(struct afio_engine *e, struct afio_req *r)
 	r->state = AFIO_REQ_HANDED;
 	e->handed++;
 }
+
+/* From init: the running kernel lacks op, which the caps promise; its
+   requests go to the pool. */
+void afio_engine_lacks_op(struct afio_engine *e, enum afio_op op);
 
 /* Record r's result; its callback runs in the next afio_poll().  Owner
    thread only; r leaves its engine. */

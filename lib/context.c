@@ -12,9 +12,7 @@
 #include "context.h"
 
 #define AFIO_DEFAULT_ENTRIES	256
-#define AFIO_DEFAULT_THREADS	4
 #define AFIO_MAX_ENTRIES	(1u << 20)
-#define AFIO_MAX_THREADS	1024
 #define AFIO_KNOWN_FLAGS	(AFIO_NO_FALLBACK | AFIO_SQPOLL | AFIO_MODE_FIXED | AFIO_LAZY_EVENTFD)
 
 atomic_uint afio_fork_gen;
@@ -130,8 +128,6 @@ static int check_config(struct afio_config *cfg)
 			return -EINVAL;
 	if (!cfg->entries)
 		cfg->entries = AFIO_DEFAULT_ENTRIES;
-	if (!cfg->threads)
-		cfg->threads = AFIO_DEFAULT_THREADS;
 	return 0;
 }
 
@@ -180,6 +176,7 @@ int afio_create(afio_ctx **out, const struct afio_config *cfg)
 		ret = apply_env(&ctx->cfg);
 	if (!ret)
 		ret = check_config(&ctx->cfg);
+	ctx->threads_asked = ctx->cfg.threads;
 	if (!ret)
 		ret = init_slots(ctx);
 	if (ret)
@@ -244,6 +241,26 @@ const char *afio_skip_reason(const afio_ctx *ctx, enum afio_backend b)
 	if (!ctx || (unsigned)b > AFIO_BACKEND_LAST)
 		return "";
 	return ctx->skip_reason[b];
+}
+
+int afio_limits(const afio_ctx *ctx, struct afio_limits *lim)
+{
+	const struct afio_config *cfg;
+	int ret = afio_ctx_check(ctx);
+
+	if (ret)
+		return ret;
+	if (!lim)
+		return -EINVAL;
+	cfg = &ctx->cfg;
+	memset(lim, 0, sizeof(*lim));
+	lim->entries = cfg->entries;
+	lim->threads = cfg->threads;
+	lim->socket_waits = cfg->entries;
+	if (afio_route_holds_worker(ctx->primary.ops->caps, cfg->mode) &&
+	    cfg->threads < cfg->entries)
+		lim->socket_waits = cfg->threads;
+	return 0;
 }
 
 int afio_describe(const afio_ctx *ctx, char *buf, size_t len)

@@ -11,6 +11,7 @@
 #include "request.h"
 
 #define AFIO_REASON_LEN 192
+#define AFIO_DEFAULT_THREADS	4
 
 struct afio_ctx {
 	struct afio_engine primary;
@@ -19,6 +20,8 @@ struct afio_ctx {
 	struct afio_reqq done;		/* finished, callbacks pending */
 	struct afio_reqq to_pool;	/* routed by the primary, for the pool */
 	struct afio_req *free_slots;
+	struct afio_req *live;		/* taken slots, newest first */
+	struct afio_req *last;		/* the latest accepted: afio_last_handle() */
 	struct afio_req *slots;
 	struct afio_config cfg;
 	struct afio_stats st;
@@ -28,6 +31,7 @@ struct afio_ctx {
 	bool closing;
 	bool destroy_deferred;		/* afio_destroy() from a callback of afio_poll() */
 	unsigned fork_gen;		/* afio_fork_gen when created */
+	unsigned threads_asked;		/* cfg.threads as given; 0: sized for the mode */
 	char skip_reason[AFIO_BACKEND_LAST + 1][AFIO_REASON_LEN];
 };
 
@@ -53,6 +57,10 @@ static inline int afio_ctx_check(const struct afio_ctx *ctx)
 }
 
 int afio_select_backend(struct afio_ctx *ctx);
+
+/* e runs ops for ctx from now on: its routes are set for ctx's mode. */
+void afio_engine_prepare(struct afio_ctx *ctx, struct afio_engine *e,
+			 const struct afio_backend_ops *ops);
 
 /* The eventfd is the application's from now on. */
 void afio_export_eventfd(struct afio_ctx *ctx);

@@ -54,9 +54,18 @@ const char *afio_op_name(unsigned op)
 	return op < AFIO_OP_COUNT ? afio_op_descs[op].name : NULL;
 }
 
+/*
+ * The line is the route's (lib/route.c) with the kernel's name for the call
+ * where the kernel runs it, or why the kernel has none where a request that
+ * it promises goes to the pool.  The threads backend is the pool: nothing
+ * it runs is handed on.
+ */
 int afio_op_native(const afio_ctx *ctx, unsigned op, char *how, size_t len)
 {
 	const struct afio_engine *e;
+	struct afio_route rt;
+	char kernel[96] = "", line[256];
+	bool pooled, has = false;
 	int ret = afio_ctx_check(ctx);
 
 	if (ret)
@@ -64,11 +73,17 @@ int afio_op_native(const afio_ctx *ctx, unsigned op, char *how, size_t len)
 	if (op >= AFIO_OP_COUNT)
 		return -EINVAL;
 	e = &ctx->primary;
-	if (op == AFIO_OP_NOP && !(e->ops->caps & AFIO_CAP_NOP)) {
-		afio_reason(how, len, "finished by the library, no system call");
-		return 1;
-	}
-	return e->ops->op_native(e, (enum afio_op)op, how, len);
+	rt = e->route[op];
+	pooled = afio_route_pooled(rt) && e->ops->caps;
+	if (e->ops->op_kernel)
+		has = e->ops->op_kernel(e, (enum afio_op)op, kernel, sizeof(kernel)) > 0;
+	afio_route_describe(rt, e->ops->caps, (enum afio_op)op,
+			    has && !pooled ? kernel : NULL, line, sizeof(line));
+	if (pooled && !has && kernel[0])
+		afio_reason(how, len, "%s: %s", line, kernel);
+	else
+		afio_reason(how, len, "%s", line);
+	return !pooled;
 }
 
 /* ---- slots ---- */
@@ -100,6 +115,13 @@ static struct afio_req *new_req(struct afio_ctx *ctx, enum afio_op op, int fd,
 	if (!r)
 		return NULL;
 	memset(&r->buf, 0, offsetof(struct afio_req, ctx) - offsetof(struct afio_req, buf));
+	r->gen++;
+	r->live_next = ctx->live;
+	r->live_prev = &ctx->live;
+	if (ctx->live)
+		ctx->live->live_prev = &r->live_next;
+	ctx->live = r;
+	ctx->last = r;
 	r->op = op;
 	r->fd = fd;
 	r->fd2 = -1;
@@ -111,7 +133,6 @@ static struct afio_req *new_req(struct afio_ctx *ctx, enum afio_op op, int fd,
 
 static int enqueue(struct afio_ctx *ctx, struct afio_req *r)
 {
-	r->gen++;
 	r->state = AFIO_REQ_QUEUED;
 	afio_reqq_push(&ctx->queue, r);
 	ctx->st.submitted++;
@@ -607,7 +628,6 @@ int afio_nop(afio_ctx *ctx, afio_cb cb, void *data)
 		return ret;
 	if (ctx->primary.ops->caps & AFIO_CAP_NOP)
 		return enqueue(ctx, r);
-	r->gen++;
 	ctx->st.submitted++;
 	afio_count_nowait(ctx);
 	afio_req_done(r, 0);

@@ -129,8 +129,7 @@ static int start_pool(struct afio_ctx *ctx)
 	char reason[AFIO_REASON_LEN];
 	int ret;
 
-	ctx->pool.ops = &afio_backend_threads;
-	ctx->pool.ctx = ctx;
+	afio_engine_prepare(ctx, &ctx->pool, &afio_backend_threads);
 	ret = afio_backend_threads.init(&ctx->pool, &ctx->cfg, reason, sizeof(reason));
 	if (ret)
 		ctx->pool.ops = NULL;
@@ -260,6 +259,9 @@ static unsigned run_callbacks(struct afio_ctx *ctx)
 
 		/* Free the slot first so that the callback can reuse it. */
 		next = r->next;
+		*r->live_prev = r->live_next;
+		if (r->live_next)
+			r->live_next->live_prev = r->live_prev;
 		r->state = AFIO_REQ_FREE;
 		r->next = ctx->free_slots;
 		ctx->free_slots = r;
@@ -376,6 +378,8 @@ static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
 	}
 }
 
+/* The live list changes only where a slot is taken or freed, and neither
+   happens inside cancel_req(): it can be walked while canceling. */
 int afio_cancel(afio_ctx *ctx, void *data)
 {
 	int n = 0, ret;
@@ -383,9 +387,7 @@ int afio_cancel(afio_ctx *ctx, void *data)
 	ret = afio_ctx_check(ctx);
 	if (ret)
 		return ret;
-	for (unsigned i = 0; i < ctx->cfg.entries; i++) {
-		struct afio_req *r = &ctx->slots[i];
-
+	for (struct afio_req *r = ctx->live; r; r = r->live_next) {
 		if (r->data != data ||
 		    (r->state != AFIO_REQ_QUEUED && r->state != AFIO_REQ_HANDED))
 			continue;
@@ -395,10 +397,48 @@ int afio_cancel(afio_ctx *ctx, void *data)
 	return n ? n : -ENOENT;
 }
 
+/*
+ * A handle is the slot's generation (bumped each time the slot is taken)
+ * and its index plus one, so that 0 names nothing.  A slot taken again
+ * since has another generation: a stale handle never names the request
+ * that reuses its slot.
+ */
+static afio_handle handle_of(const struct afio_req *r)
+{
+	return (afio_handle)r->gen << 32 | (r->index + 1);
+}
+
+afio_handle afio_last_handle(const afio_ctx *ctx)
+{
+	if (!ctx || afio_ctx_forked(ctx) || !ctx->last)
+		return 0;
+	return handle_of(ctx->last);
+}
+
+int afio_cancel_handle(afio_ctx *ctx, afio_handle h)
+{
+	uint32_t index = (uint32_t)h - 1;
+	struct afio_req *r;
+	int ret;
+
+	ret = afio_ctx_check(ctx);
+	if (ret)
+		return ret;
+	if (!(uint32_t)h || index >= ctx->cfg.entries)
+		return -EINVAL;
+	r = &ctx->slots[index];
+	if (r->state == AFIO_REQ_FREE || handle_of(r) != h)
+		return -ENOENT;
+	if (r->state == AFIO_REQ_DONE || r->cancel)
+		return -EALREADY;
+	cancel_req(ctx, r);
+	return 0;
+}
+
 void afio_cancel_all(struct afio_ctx *ctx)
 {
-	for (unsigned i = 0; i < ctx->cfg.entries; i++)
-		cancel_req(ctx, &ctx->slots[i]);
+	for (struct afio_req *r = ctx->live; r; r = r->live_next)
+		cancel_req(ctx, r);
 }
 
 void afio_drain(struct afio_ctx *ctx)

@@ -524,6 +524,119 @@ START_TEST(test_cancel_queued)
 }
 END_TEST
 
+/*
+ * By handle: the request the queueing call accepted, and no other.  Two
+ * recvs share one data pointer, which afio_cancel() could not tell apart;
+ * a handle whose request completed stays refused after its slot is taken
+ * again, and the request that took it is untouched.
+ */
+START_TEST(test_cancel_by_handle)
+{
+	afio_ctx *ctx = new_ctx(1);
+	struct tu_done a = { 0 }, b = { 0 };
+	afio_handle ha, hb;
+	char in[2][16];
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_uint_eq(afio_last_handle(ctx), 0);
+	ck_assert_uint_eq(afio_last_handle(NULL), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in[0], sizeof(in[0]), 0, tu_on_done, &a), 0);
+	ha = afio_last_handle(ctx);
+	ck_assert_uint_ne(ha, 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 20), 0);
+	ck_assert_int_eq(afio_cancel_handle(ctx, ha), 0);
+	ck_assert_int_eq(afio_cancel_handle(ctx, ha), -EALREADY);
+	tu_wait_done(ctx, &a);
+	ck_assert_int_eq(a.res, -ECANCELED);
+	ck_assert_int_eq(afio_cancel_handle(ctx, ha), -ENOENT);
+
+	/* The one slot again, for another request. */
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in[1], sizeof(in[1]), 0, tu_on_done, &b), 0);
+	hb = afio_last_handle(ctx);
+	ck_assert_uint_ne(hb, ha);
+	ck_assert_int_eq(afio_poll(ctx, 1, 20), 0);
+	ck_assert_int_eq(afio_cancel_handle(ctx, ha), -ENOENT);
+	ck_assert_int_eq(write(sv[0], "xy", 2), 2);
+	tu_wait_done(ctx, &b);
+	ck_assert_int_eq(b.res, 2);
+	ck_assert_int_eq(a.calls, 1);
+
+	ck_assert_int_eq(afio_cancel_handle(ctx, 0), -EINVAL);
+	ck_assert_int_eq(afio_cancel_handle(ctx, hb + 1), -EINVAL);
+	ck_assert_int_eq(afio_cancel_handle(NULL, hb), -EINVAL);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* Canceled before it was submitted: done at once, its callback to run. */
+START_TEST(test_cancel_handle_queued)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done r = { 0 };
+	afio_handle h;
+	char in[16];
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), 0);
+	h = afio_last_handle(ctx);
+	ck_assert_int_eq(afio_cancel_handle(ctx, h), 0);
+	ck_assert_int_eq(afio_cancel_handle(ctx, h), -EALREADY);
+	ck_assert_int_eq(r.calls, 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, -1), 1);
+	ck_assert_int_eq(r.res, -ECANCELED);
+	ck_assert_int_eq(afio_cancel_handle(ctx, h), -ENOENT);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+static bool holds_worker_per_socket(void)
+{
+	return target_mode == AFIO_MODE_ASYNC && target_backend != AFIO_BACKEND_IO_URING;
+}
+
+/* What a server sizes itself by, and threads 0 sized for the mode. */
+START_TEST(test_limits)
+{
+	struct afio_config cfg;
+	struct afio_limits lim;
+	afio_ctx *ctx;
+
+	afio_config_init(&cfg);
+	cfg.backend = target_backend;
+	cfg.mode = target_mode;
+	cfg.entries = 64;
+	ctx = tu_create(&cfg);
+	ck_assert_int_eq(afio_limits(ctx, &lim), 0);
+	ck_assert_uint_eq(lim.entries, 64);
+	ck_assert_uint_eq(lim.threads, 4);
+	ck_assert_uint_eq(lim.socket_waits, holds_worker_per_socket() ? 4 : 64);
+	ck_assert_int_eq(afio_limits(ctx, NULL), -EINVAL);
+	ck_assert_int_eq(afio_limits(NULL, &lim), -EINVAL);
+	afio_destroy(ctx);
+
+	cfg.threads = 0;
+	ctx = tu_create(&cfg);
+	ck_assert_int_eq(afio_limits(ctx, &lim), 0);
+	ck_assert_uint_eq(lim.threads, holds_worker_per_socket() ? 64 : 4);
+	ck_assert_uint_eq(lim.socket_waits, 64);
+	afio_destroy(ctx);
+
+	cfg.entries = 4 * AFIO_MAX_THREADS;
+	ctx = tu_create(&cfg);
+	ck_assert_int_eq(afio_limits(ctx, &lim), 0);
+	ck_assert_uint_eq(lim.threads, holds_worker_per_socket() ? AFIO_MAX_THREADS : 4);
+	ck_assert_uint_eq(lim.socket_waits, holds_worker_per_socket() ? AFIO_MAX_THREADS :
+					    4 * AFIO_MAX_THREADS);
+	afio_destroy(ctx);
+}
+END_TEST
+
 START_TEST(test_destroy_with_recv_pending)
 {
 	afio_ctx *ctx = new_ctx(0);
@@ -1515,6 +1628,9 @@ static Suite *contract_suite(void)
 	tcase_add_test(sockets, test_recv_keeps_its_socket);
 	tcase_add_test(sockets, test_cancel_waiting_recv);
 	tcase_add_test(sockets, test_cancel_queued);
+	tcase_add_test(sockets, test_cancel_by_handle);
+	tcase_add_test(sockets, test_cancel_handle_queued);
+	tcase_add_test(sockets, test_limits);
 	tcase_add_test(sockets, test_destroy_with_recv_pending);
 	tcase_add_test(sockets, test_destroy_leaks_nothing);
 	tcase_add_test(sockets, test_sock_flags_refused);
