@@ -26,14 +26,6 @@
 
 static enum afio_mode target_mode;
 
-static uint64_t fallbacks(afio_ctx *ctx)
-{
-	struct afio_stats st;
-
-	ck_assert_int_eq(afio_stats(ctx, &st), 0);
-	return st.fallbacks;
-}
-
 static afio_ctx *new_ctx(void)
 {
 	return tu_ctx(AFIO_BACKEND_LIBAIO, target_mode, 0);
@@ -75,7 +67,7 @@ static unsigned char *block_buf(size_t len, unsigned char fill)
 static void rw_once(afio_ctx *ctx, bool write, int fd, void *buf, size_t len,
 		    uint64_t off, unsigned pooled)
 {
-	uint64_t fb = fallbacks(ctx);
+	uint64_t fb = tu_fallbacks(ctx);
 	struct tu_done d = { 0 };
 	int ret;
 
@@ -87,7 +79,7 @@ static void rw_once(afio_ctx *ctx, bool write, int fd, void *buf, size_t len,
 	tu_wait_done(ctx, &d);
 	ck_assert_int_eq(d.calls, 1);
 	ck_assert_int_eq(d.res, len);
-	ck_assert_uint_eq(fallbacks(ctx), fb + pooled);
+	ck_assert_uint_eq(tu_fallbacks(ctx), fb + pooled);
 }
 
 /* What the file holds, as a plain buffered read sees it. */
@@ -115,7 +107,7 @@ START_TEST(test_direct_aligned)
 
 	if (!open_pair(&fd, &dfd, NBLK * BLK))
 		goto out;
-	fb = fallbacks(ctx);
+	fb = tu_fallbacks(ctx);
 	/* One batch of writes, then one read of everything and one vectored. */
 	for (unsigned i = 0; i < NBLK; i++)
 		ck_assert_int_eq(afio_write(ctx, dfd, ref + i * BLK, BLK, (uint64_t)i * BLK,
@@ -137,7 +129,7 @@ START_TEST(test_direct_aligned)
 	ck_assert(!memcmp(back + 2 * BLK, ref + BLK, BLK));
 	ck_assert(!memcmp(back, ref + 2 * BLK, 2 * BLK));
 
-	ck_assert_uint_eq(fallbacks(ctx), fb);
+	ck_assert_uint_eq(tu_fallbacks(ctx), fb);
 	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
 	ck_assert_msg(strstr(desc, "libaio: nr_events=") && strstr(desc, "dio alignment: "),
 		      "describe: %s", desc);
@@ -178,7 +170,7 @@ static void misaligned_read(afio_ctx *ctx, int dfd, unsigned char *buf, size_t l
 {
 	unsigned char *want = malloc(len);
 	struct tu_done r = { 0 };
-	uint64_t fb = fallbacks(ctx);
+	uint64_t fb = tu_fallbacks(ctx);
 	ssize_t n;
 
 	ck_assert_ptr_nonnull(want);
@@ -191,7 +183,7 @@ static void misaligned_read(afio_ctx *ctx, int dfd, unsigned char *buf, size_t l
 	ck_assert_int_eq(afio_read(ctx, dfd, buf, len, (uint64_t)off, tu_on_done, &r), 0);
 	tu_wait_done(ctx, &r);
 	ck_assert_int_eq(r.calls, 1);
-	ck_assert_uint_eq(fallbacks(ctx), fb + 1);
+	ck_assert_uint_eq(tu_fallbacks(ctx), fb + 1);
 	ck_assert_msg(r.res == n, "misaligned read: %zd, pread says %zd", r.res, n);
 	if (n > 0)
 		ck_assert(!memcmp(buf, want, (size_t)n));
@@ -278,7 +270,7 @@ START_TEST(test_fsync_in_kernel)
 		goto close;
 	}
 	rw_once(ctx, true, dfd, ref, BLK, 0, 0);
-	fb = fallbacks(ctx);
+	fb = tu_fallbacks(ctx);
 	ck_assert_int_eq(afio_fsync(ctx, dfd, 0, tu_on_done, &s), 0);
 	ck_assert_int_eq(afio_fsync(ctx, dfd, AFIO_FSYNC_DATASYNC, tu_on_done, &ds), 0);
 	tu_wait_done(ctx, &s);
@@ -286,7 +278,7 @@ START_TEST(test_fsync_in_kernel)
 	ck_assert_int_eq(s.res, 0);
 	ck_assert_int_eq(ds.res, 0);
 	ck_assert_int_eq(s.calls + ds.calls, 2);
-	ck_assert_uint_eq(fallbacks(ctx), fb);
+	ck_assert_uint_eq(tu_fallbacks(ctx), fb);
 close:
 	close(dfd);
 	close(fd);
@@ -353,7 +345,7 @@ START_TEST(test_poll_rearmed)
 	ck_assert_int_eq(r.calls, 1);
 	ck_assert_int_eq(r.res, 2);
 	ck_assert(!memcmp(in, "bc", 2));
-	ck_assert_uint_eq(fallbacks(ctx), 0);
+	ck_assert_uint_eq(tu_fallbacks(ctx), 0);
 	close(sv[0]);
 	close(sv[1]);
 out:

@@ -40,182 +40,15 @@
 #include "asyncfio.h"
 #include "testutil.h"
 
-static enum afio_backend target_backend;
-static enum afio_mode target_mode;
-
-#define NS_PER_MS	1000000LL
-/* A request that has not completed after this long is taken as one that
-   never will: a hang, not slowness. */
-#define HANG_MS		10000
-
-static afio_ctx *new_ctx(void)
-{
-	return tu_ctx(target_backend, target_mode, 0);
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* "-2 (No such file or directory)" or "5", for messages; a few at a time. */
-static const char *res_str(ssize_t res)
-{
-	static char bufs[4][96];
-	static unsigned next;
-	char *b = bufs[next++ % 4];
-
-	if (res < 0)
-		snprintf(b, sizeof(bufs[0]), "%zd (%s)", res, strerror((int)-res));
-	else
-		snprintf(b, sizeof(bufs[0]), "%zd", res);
-	return b;
-}
-
-/* What a system call gave, the way the library gives it: result or -errno. */
-static ssize_t sys_res(ssize_t ret)
-{
-	return ret < 0 ? -errno : ret;
-}
-
-static const char *target_name(void)
-{
-	static char name[64];
-
-	snprintf(name, sizeof(name), "%s/%s", afio_backend_name(target_backend),
-		 afio_mode_name(target_mode));
-	return name;
-}
-
 /* ---- waiting for results ---- */
 
-static void wait_for(afio_ctx *ctx, struct tu_done *d, const char *what)
-{
-	int64_t end = now_ns() + HANG_MS * NS_PER_MS;
-
-	while (!d->calls) {
-		ck_assert_msg(now_ns() < end, "%s on %s: no callback in %d ms", what,
-			      target_name(), HANG_MS);
-		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
-	}
-}
-
-static void wait_once(afio_ctx *ctx, struct tu_done *d, const char *what)
-{
-	wait_for(ctx, d, what);
-	ck_assert_msg(d->calls == 1, "%s on %s: %d callbacks", what, target_name(), d->calls);
-}
-
-static void queued(int ret, const char *what)
-{
-	ck_assert_msg(ret == 0, "%s on %s: refused with %s", what, target_name(), res_str(ret));
-}
-
-static void expect_eq(ssize_t res, ssize_t want, const char *what)
-{
-	ck_assert_msg(res == want, "%s on %s: %s, want %s", what, target_name(), res_str(res),
-		      res_str(want));
-}
-
-static int expect_fd(ssize_t res, const char *what)
-{
-	ck_assert_msg(res >= 0, "%s on %s: %s, want an fd", what, target_name(), res_str(res));
-	return (int)res;
-}
-
-/* Queues call, whose callback is tu_on_done with &d, waits for its one
-   callback and gives its result. */
-#define RUN(ctx, call) ({				\
-	struct tu_done d = { 0 };			\
-	queued((call), #call);				\
-	wait_once((ctx), &d, #call);			\
-	d.res;						\
-})
-#define EXPECT(ctx, want, call)	expect_eq(RUN(ctx, call), (want), #call)
-#define RUN_FD(ctx, call)	expect_fd(RUN(ctx, call), #call)
-
-/* An error the kernel gives for these arguments, which the library may see
-   at once or pass on from the kernel: either way it must be the Linux
-   call's. */
-#define EITHER(ctx, want, call) do {					\
-	struct tu_done d = { 0 };					\
-	int ret_ = (call);						\
-	if (ret_) {							\
-		expect_eq(ret_, (want), #call " (at once)");		\
-		ck_assert_int_eq(d.calls, 0);				\
-	} else {							\
-		wait_once((ctx), &d, #call);				\
-		expect_eq(d.res, (want), #call);			\
-	}								\
-} while (0)
-
 /* Refused at once, with want. */
-#define REFUSED(want, call)	expect_eq((call), (want), #call)
-
-/* d has not completed, and cannot: nothing it waits for has happened. */
-static void still_waiting(afio_ctx *ctx, struct tu_done *d, const char *what)
-{
-	ck_assert_int_ge(afio_poll(ctx, 1, 50), 0);
-	ck_assert_msg(!d->calls, "%s on %s completed with %s while it had to wait", what,
-		      target_name(), res_str(d->res));
-}
-
-/* d completed once; nothing brings a second callback. */
-static void no_second_callback(afio_ctx *ctx, struct tu_done *d, const char *what)
-{
-	ck_assert_int_ge(afio_poll(ctx, 1, 20), 0);
-	ck_assert_msg(d->calls == 1, "%s on %s: %d callbacks", what, target_name(), d->calls);
-}
-
-static uint64_t fallbacks(const afio_ctx *ctx)
-{
-	struct afio_stats st;
-
-	ck_assert_int_eq(afio_stats(ctx, &st), 0);
-	return st.fallbacks;
-}
+#define REFUSED(want, call)	tu_expect_eq((call), (want), #call)
 
 /* ---- files and directories ---- */
 
-/* A directory of its own under $AFIO_TEST_DIR, removed with what it holds. */
-struct tdir {
-	char path[PATH_MAX];
-	int fd;
-};
-
-static void tdir_make(struct tdir *t)
-{
-	const char *base = getenv("AFIO_TEST_DIR");
-	char real[PATH_MAX];
-	int n;
-
-	ck_assert_ptr_nonnull(realpath(base && *base ? base : ".", real));
-	n = snprintf(t->path, sizeof(t->path), "%s/ops.XXXXXX", real);
-	ck_assert(n > 0 && (size_t)n < sizeof(t->path));
-	ck_assert_ptr_nonnull(mkdtemp(t->path));
-	t->fd = open(t->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	ck_assert_int_ge(t->fd, 0);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	return remove(path) ? -1 : 0;
-}
-
-static void tdir_remove(struct tdir *t)
-{
-	close(t->fd);
-	ck_assert_int_eq(nftw(t->path, remove_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
-}
-
 /* t's path joined with name, in one of a few buffers. */
-static const char *tdir_abs(const struct tdir *t, const char *name)
+static const char *tdir_abs(const struct tu_dir *t, const char *name)
 {
 	static char bufs[4][PATH_MAX + 64];
 	static unsigned next;
@@ -236,16 +69,6 @@ static int make_dir(int dirfd, const char *name)
 	return fd;
 }
 
-static void put_file(int dirfd, const char *name, const char *content)
-{
-	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	size_t len = strlen(content);
-
-	ck_assert_msg(fd >= 0, "create %s: %s", name, strerror(errno));
-	ck_assert_int_eq(write(fd, content, len), len);
-	close(fd);
-}
-
 static struct stat stat_at(int dirfd, const char *name)
 {
 	struct stat st;
@@ -255,76 +78,9 @@ static struct stat stat_at(int dirfd, const char *name)
 	return st;
 }
 
-static bool exists_at(int dirfd, const char *name)
-{
-	struct stat st;
-
-	if (!fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
-		return true;
-	ck_assert_msg(errno == ENOENT, "stat %s: %s", name, strerror(errno));
-	return false;
-}
-
-static struct stat stat_fd(int fd)
-{
-	struct stat st;
-
-	ck_assert_msg(!fstat(fd, &st), "fstat %d: %s", fd, strerror(errno));
-	return st;
-}
-
-static bool same_file(int fd, const struct stat *want)
-{
-	struct stat st = stat_fd(fd);
-
-	return st.st_dev == want->st_dev && st.st_ino == want->st_ino;
-}
-
 static void read_whole(int fd, void *buf, size_t len, off_t off)
 {
 	ck_assert_int_eq(pread(fd, buf, len, off), len);
-}
-
-static unsigned char *random_bytes(size_t len, unsigned seed)
-{
-	unsigned char *p = malloc(len ? len : 1);
-
-	ck_assert_ptr_nonnull(p);
-	for (size_t i = 0; i < len; i++)
-		p[i] = (unsigned char)rand_r(&seed);
-	return p;
-}
-
-static int new_file(int flags)
-{
-	int fd = tu_tmpfile(flags);
-
-	ck_assert_msg(fd >= 0, "tmpfile: %s", strerror(-fd));
-	return fd;
-}
-
-/* An unlinked file holding bytes. */
-static int data_file(const unsigned char *bytes, size_t len)
-{
-	int fd = new_file(0);
-
-	for (size_t done = 0; done < len;) {
-		ssize_t n = pwrite(fd, bytes + done, len - done, (off_t)done);
-
-		ck_assert_int_gt(n, 0);
-		done += (size_t)n;
-	}
-	return fd;
-}
-
-/* A number that is no open fd: well above what anything here opens. */
-static int closed_fd(void)
-{
-	int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 600);
-
-	ck_assert_int_ge(fd, 0);
-	close(fd);
-	return fd;
 }
 
 /* cachestat(2), Linux 6.5; not in every libc's headers. */
@@ -352,100 +108,15 @@ static long unsynced_pages(int fd, uint64_t off, uint64_t len)
 
 /* ---- sockets ---- */
 
-static bool wait_readable(int fd)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-
-	return poll(&pfd, 1, HANG_MS) == 1;
-}
-
-static void set_nonblock(int fd, bool nonblock)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	ck_assert_int_ge(fl, 0);
-	fl = nonblock ? fl | O_NONBLOCK : fl & ~O_NONBLOCK;
-	ck_assert_int_eq(fcntl(fd, F_SETFL, fl), 0);
-}
-
-static int tcp_socket(bool nonblock)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
-
-	ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
-	return fd;
-}
-
-static struct sockaddr_in loopback(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return a;
-}
-
-static struct sockaddr_in sock_addr(int fd, bool peer)
-{
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
-	int ret;
-
-	memset(&a, 0, sizeof(a));
-	ret = peer ? getpeername(fd, (struct sockaddr *)&a, &len)
-		   : getsockname(fd, (struct sockaddr *)&a, &len);
-	ck_assert_msg(!ret, "%s: %s", peer ? "getpeername" : "getsockname", strerror(errno));
-	ck_assert_int_eq(len, sizeof(a));
-	return a;
-}
-
-static void same_addr(struct sockaddr_in a, struct sockaddr_in b, const char *what)
-{
-	char sa[INET_ADDRSTRLEN], sb[INET_ADDRSTRLEN];
-
-	inet_ntop(AF_INET, &a.sin_addr, sa, sizeof(sa));
-	inet_ntop(AF_INET, &b.sin_addr, sb, sizeof(sb));
-	ck_assert_msg(a.sin_family == b.sin_family && a.sin_port == b.sin_port &&
-		      a.sin_addr.s_addr == b.sin_addr.s_addr,
-		      "%s on %s: %s:%u, want %s:%u", what, target_name(), sa, ntohs(a.sin_port), sb,
-		      ntohs(b.sin_port));
-}
-
-static int tcp_listener(int backlog, bool nonblock, struct sockaddr_in *addr)
-{
-	int fd = tcp_socket(nonblock);
-
-	*addr = loopback();
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)addr, sizeof(*addr)), 0);
-	ck_assert_int_eq(listen(fd, backlog), 0);
-	*addr = sock_addr(fd, false);
-	return fd;
-}
-
-static void connect_to(int fd, const struct sockaddr_in *addr)
-{
-	ck_assert_msg(!connect(fd, (const struct sockaddr *)addr, sizeof(*addr)), "connect: %s",
-		      strerror(errno));
-}
-
-static int accept_now(int listener)
-{
-	int fd;
-
-	ck_assert_msg(wait_readable(listener), "no connection came to the listener");
-	fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-	ck_assert_msg(fd >= 0, "accept: %s", strerror(errno));
-	return fd;
-}
-
 /* A connected TCP pair on loopback. */
 static void tcp_pair(int *client, int *server)
 {
 	struct sockaddr_in addr;
-	int l = tcp_listener(1, false, &addr);
+	int l = tu_tcp_listener(1, false, &addr);
 
-	*client = tcp_socket(false);
-	connect_to(*client, &addr);
-	*server = accept_now(l);
+	*client = tu_tcp_socket(false);
+	tu_connect_to(*client, &addr);
+	*server = tu_accept_now(l);
 	close(l);
 }
 
@@ -455,27 +126,12 @@ static void tcp_pair(int *client, int *server)
  */
 static int refusing_port(struct sockaddr_in *addr)
 {
-	int fd = tcp_socket(false);
+	int fd = tu_tcp_socket(false);
 
-	*addr = loopback();
+	*addr = tu_loopback();
 	ck_assert_int_eq(bind(fd, (struct sockaddr *)addr, sizeof(*addr)), 0);
-	*addr = sock_addr(fd, false);
+	*addr = tu_sock_addr(fd, false);
 	return fd;
-}
-
-/*
- * A listener whose accept queue is full (backlog 0 holds one connection,
- * here *queued): Linux drops a further SYN, so a connect to it waits, its
- * SYN resent after 1 s, 3 s, ... for minutes.
- */
-static int full_listener(struct sockaddr_in *addr, int *queued_client)
-{
-	int l = tcp_listener(0, false, addr);
-
-	*queued_client = tcp_socket(false);
-	connect_to(*queued_client, addr);
-	ck_assert_msg(wait_readable(l), "the listener did not queue its first connection");
-	return l;
 }
 
 /* Sends into fd until a send would block: its peer reads nothing, so fd
@@ -510,7 +166,7 @@ static void expect_stream_of(int fd, size_t len, unsigned char byte)
 	for (;;) {
 		ssize_t n;
 
-		ck_assert_msg(wait_readable(fd), "the stream did not end");
+		ck_assert_msg(tu_wait_readable(fd), "the stream did not end");
 		n = read(fd, buf, sizeof(buf));
 		ck_assert_int_ge(n, 0);
 		if (!n)
@@ -523,79 +179,6 @@ static void expect_stream_of(int fd, size_t len, unsigned char byte)
 	ck_assert_msg(got == len, "the peer got %zu bytes, %zu were sent", got, len);
 }
 
-/* Reads exactly len bytes from fd (waiting for each), then checks that
-   nothing more is there. */
-static void expect_bytes(int fd, const unsigned char *want, size_t len)
-{
-	unsigned char *buf = malloc(len + 1);
-	size_t got = 0;
-
-	ck_assert_ptr_nonnull(buf);
-	while (got < len) {
-		ssize_t n;
-
-		ck_assert_msg(wait_readable(fd), "%zu of %zu bytes came", got, len);
-		n = recv(fd, buf + got, len - got, MSG_DONTWAIT);
-		ck_assert_int_gt(n, 0);
-		got += (size_t)n;
-	}
-	ck_assert_msg(!memcmp(buf, want, len), "the bytes that came differ from the file's");
-	ck_assert_msg(recv(fd, buf, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN,
-		      "more bytes came than were sent");
-	free(buf);
-}
-
-/* Reads a socket to its end in a thread of its own, so that a big send
-   does not wait for the test to read. */
-struct reader {
-	pthread_t thread;
-	int fd;
-	unsigned char *buf;
-	size_t cap, got;
-	int err;	/* errno of a failed read; ETIMEDOUT: silent for HANG_MS */
-};
-
-static void *read_to_end(void *arg)
-{
-	struct reader *r = arg;
-	struct pollfd pfd = { .fd = r->fd, .events = POLLIN };
-
-	while (r->got < r->cap) {
-		ssize_t n;
-
-		if (poll(&pfd, 1, HANG_MS) != 1) {
-			r->err = ETIMEDOUT;
-			break;
-		}
-		n = read(r->fd, r->buf + r->got, r->cap - r->got);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n < 0)
-			r->err = errno;
-		if (n <= 0)
-			break;
-		r->got += (size_t)n;
-	}
-	return NULL;
-}
-
-/* Room for one byte more than expected, to see a stream that is too long. */
-static void reader_start(struct reader *r, int fd, size_t expected)
-{
-	memset(r, 0, sizeof(*r));
-	r->fd = fd;
-	r->cap = expected + 1;
-	r->buf = malloc(r->cap);
-	ck_assert_ptr_nonnull(r->buf);
-	ck_assert_int_eq(pthread_create(&r->thread, NULL, read_to_end, r), 0);
-}
-
-static void reader_join(struct reader *r)
-{
-	ck_assert_int_eq(pthread_join(r->thread, NULL), 0);
-	ck_assert_msg(!r->err, "reading the stream: %s", strerror(r->err));
-}
-
 /* ---- accept ---- */
 
 /* fd, accepted from a listener at listen_addr with flags, is client's
@@ -605,20 +188,20 @@ static void check_accepted(int fd, int client, const struct sockaddr_in *listen_
 	int fdfl = fcntl(fd, F_GETFD), fl = fcntl(fd, F_GETFL);
 	char buf[8];
 
-	same_addr(sock_addr(fd, true), sock_addr(client, false),
-		  "the accepted socket's peer against the client's own address");
-	same_addr(sock_addr(fd, false), *listen_addr,
-		  "the accepted socket's address against the listener's");
+	tu_same_addr(tu_sock_addr(fd, true), tu_sock_addr(client, false),
+		     "the accepted socket's peer against the client's own address");
+	tu_same_addr(tu_sock_addr(fd, false), *listen_addr,
+		     "the accepted socket's address against the listener's");
 	ck_assert_int_ge(fdfl, 0);
 	ck_assert_int_ge(fl, 0);
 	ck_assert_msg(!(fdfl & FD_CLOEXEC) == !(flags & SOCK_CLOEXEC),
-		      "accept(flags %#x) on %s: FD_CLOEXEC is %s", flags, target_name(),
+		      "accept(flags %#x) on %s: FD_CLOEXEC is %s", flags, tu_target_name(),
 		      fdfl & FD_CLOEXEC ? "set" : "clear");
 	ck_assert_msg(!(fl & O_NONBLOCK) == !(flags & SOCK_NONBLOCK),
-		      "accept(flags %#x) on %s: O_NONBLOCK is %s", flags, target_name(),
+		      "accept(flags %#x) on %s: O_NONBLOCK is %s", flags, tu_target_name(),
 		      fl & O_NONBLOCK ? "set" : "clear");
 	ck_assert_int_eq(write(client, "ping", 4), 4);
-	ck_assert(wait_readable(fd));
+	ck_assert(tu_wait_readable(fd));
 	ck_assert_int_eq(read(fd, buf, sizeof(buf)), 4);
 	ck_assert(!memcmp(buf, "ping", 4));
 }
@@ -631,22 +214,22 @@ static void check_accepted(int fd, int client, const struct sockaddr_in *listen_
 START_TEST(test_accept)
 {
 	static const int flags[] = { SOCK_CLOEXEC, SOCK_NONBLOCK, 0, SOCK_NONBLOCK | SOCK_CLOEXEC };
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct sockaddr_in addr;
-	int l = tcp_listener(8, _i, &addr);
+	int l = tu_tcp_listener(8, _i, &addr);
 
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
 		struct tu_done d = { 0 };
-		int client = tcp_socket(false), fd;
+		int client = tu_tcp_socket(false), fd;
 
-		queued(afio_accept(ctx, l, flags[i], tu_on_done, &d), "accept");
+		tu_queued(afio_accept(ctx, l, flags[i], tu_on_done, &d), "accept");
 		if (i == 0)
-			still_waiting(ctx, &d, "accept with no client");
-		connect_to(client, &addr);
-		wait_once(ctx, &d, "accept");
-		fd = expect_fd(d.res, "accept");
+			tu_still_waiting(ctx, &d, "accept with no client");
+		tu_connect_to(client, &addr);
+		tu_wait_once(ctx, &d, "accept");
+		fd = tu_expect_fd(d.res, "accept");
 		check_accepted(fd, client, &addr, flags[i]);
-		no_second_callback(ctx, &d, "accept");
+		tu_no_second_callback(ctx, &d, "accept");
 		close(fd);
 		close(client);
 	}
@@ -660,36 +243,36 @@ END_TEST
 START_TEST(test_accept_several)
 {
 	enum { N = 3 };
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct sockaddr_in addr;
-	int l = tcp_listener(8, _i, &addr), client[N], fd[N];
+	int l = tu_tcp_listener(8, _i, &addr), client[N], fd[N];
 	struct tu_done d[N];
 	struct pollfd pfd = { .fd = l, .events = POLLIN };
 
 	memset(d, 0, sizeof(d));
 	for (int i = 0; i < N; i++)
-		queued(afio_accept(ctx, l, SOCK_CLOEXEC, tu_on_done, &d[i]), "accept");
-	still_waiting(ctx, &d[0], "accept with no client");
+		tu_queued(afio_accept(ctx, l, SOCK_CLOEXEC, tu_on_done, &d[i]), "accept");
+	tu_still_waiting(ctx, &d[0], "accept with no client");
 	for (int i = 0; i < N; i++) {
-		client[i] = tcp_socket(false);
-		connect_to(client[i], &addr);
+		client[i] = tu_tcp_socket(false);
+		tu_connect_to(client[i], &addr);
 	}
 	for (int i = 0; i < N; i++) {
-		wait_once(ctx, &d[i], "one of several accepts");
-		fd[i] = expect_fd(d[i].res, "one of several accepts");
+		tu_wait_once(ctx, &d[i], "one of several accepts");
+		fd[i] = tu_expect_fd(d[i].res, "one of several accepts");
 	}
 	/* Each client's connection came out of exactly one accept. */
 	for (int c = 0; c < N; c++) {
-		struct sockaddr_in mine = sock_addr(client[c], false);
+		struct sockaddr_in mine = tu_sock_addr(client[c], false);
 		int found = 0;
 
 		for (int i = 0; i < N; i++) {
-			struct sockaddr_in peer = sock_addr(fd[i], true);
+			struct sockaddr_in peer = tu_sock_addr(fd[i], true);
 
 			found += peer.sin_port == mine.sin_port;
 		}
 		ck_assert_msg(found == 1, "client %d's connection came out of %d accepts on %s", c,
-			      found, target_name());
+			      found, tu_target_name());
 	}
 	ck_assert_msg(poll(&pfd, 1, 0) == 0, "a connection was left over");
 	for (int i = 0; i < N; i++) {
@@ -703,16 +286,16 @@ END_TEST
 
 START_TEST(test_accept_errors)
 {
-	afio_ctx *ctx = new_ctx();
-	int unlistened = tcp_socket(_i), file = new_file(0);
-	struct sockaddr_in addr = loopback();
+	afio_ctx *ctx = tu_new_ctx();
+	int unlistened = tu_tcp_socket(_i), file = tu_new_file(0);
+	struct sockaddr_in addr = tu_loopback();
 
 	/* accept(2) on a socket that does not listen: EINVAL, bound or not. */
-	EXPECT(ctx, -EINVAL, afio_accept(ctx, unlistened, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EINVAL, afio_accept(ctx, unlistened, 0, tu_on_done, &d));
 	ck_assert_int_eq(bind(unlistened, (struct sockaddr *)&addr, sizeof(addr)), 0);
-	EXPECT(ctx, -EINVAL, afio_accept(ctx, unlistened, SOCK_CLOEXEC, tu_on_done, &d));
-	EXPECT(ctx, -ENOTSOCK, afio_accept(ctx, file, 0, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_accept(ctx, closed_fd(), 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EINVAL, afio_accept(ctx, unlistened, SOCK_CLOEXEC, tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOTSOCK, afio_accept(ctx, file, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_accept(ctx, tu_closed_fd(), 0, tu_on_done, &d));
 	afio_destroy(ctx);
 	close(unlistened);
 	close(file);
@@ -725,36 +308,39 @@ END_TEST
    EINPROGRESS; the op waits for the end) or not. */
 START_TEST(test_connect)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct sockaddr_in addr;
-	int l = tcp_listener(8, false, &addr), c = tcp_socket(_i), s;
+	int l = tu_tcp_listener(8, false, &addr), c = tu_tcp_socket(_i), s;
 	struct tu_done a = { 0 }, k = { 0 };
 	char buf[8];
 
-	EXPECT(ctx, 0, afio_connect(ctx, c, (struct sockaddr *)&addr, sizeof(addr), tu_on_done, &d));
-	s = accept_now(l);
-	same_addr(sock_addr(s, true), sock_addr(c, false),
-		  "the accepted peer against the connected socket's own address");
-	same_addr(sock_addr(c, true), addr, "the connected socket's peer against the listener");
+	TU_EXPECT(ctx, 0,
+		  afio_connect(ctx, c, (struct sockaddr *)&addr, sizeof(addr), tu_on_done, &d));
+	s = tu_accept_now(l);
+	tu_same_addr(tu_sock_addr(s, true), tu_sock_addr(c, false),
+		     "the accepted peer against the connected socket's own address");
+	tu_same_addr(tu_sock_addr(c, true), addr,
+		     "the connected socket's peer against the listener");
 	ck_assert_int_eq(write(c, "hi", 2), 2);
-	ck_assert(wait_readable(s));
+	ck_assert(tu_wait_readable(s));
 	ck_assert_int_eq(read(s, buf, sizeof(buf)), 2);
 	/* connect(2) on a connected socket: EISCONN. */
-	EXPECT(ctx, -EISCONN, afio_connect(ctx, c, (struct sockaddr *)&addr, sizeof(addr),
-					   tu_on_done, &d));
+	TU_EXPECT(ctx, -EISCONN, afio_connect(ctx, c, (struct sockaddr *)&addr, sizeof(addr),
+					      tu_on_done, &d));
 	close(s);
 	close(c);
 
 	/* Both ends through the library at once. */
-	c = tcp_socket(_i);
-	queued(afio_accept(ctx, l, SOCK_CLOEXEC, tu_on_done, &a), "accept");
-	queued(afio_connect(ctx, c, (struct sockaddr *)&addr, sizeof(addr), tu_on_done, &k),
-	       "connect");
-	wait_once(ctx, &a, "accept");
-	wait_once(ctx, &k, "connect");
-	expect_eq(k.res, 0, "connect");
-	s = expect_fd(a.res, "accept");
-	same_addr(sock_addr(s, true), sock_addr(c, false), "accept's peer against connect's");
+	c = tu_tcp_socket(_i);
+	tu_queued(afio_accept(ctx, l, SOCK_CLOEXEC, tu_on_done, &a), "accept");
+	tu_queued(afio_connect(ctx, c, (struct sockaddr *)&addr, sizeof(addr), tu_on_done, &k),
+		  "connect");
+	tu_wait_once(ctx, &a, "accept");
+	tu_wait_once(ctx, &k, "connect");
+	tu_expect_eq(k.res, 0, "connect");
+	s = tu_expect_fd(a.res, "accept");
+	tu_same_addr(tu_sock_addr(s, true), tu_sock_addr(c, false),
+		     "accept's peer against connect's");
 	close(s);
 	close(c);
 	afio_destroy(ctx);
@@ -765,13 +351,13 @@ END_TEST
 /* The address length is the caller's: an AF_UNIX path, not a sockaddr_in. */
 START_TEST(test_connect_unix)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	struct tdir dir;
+	struct tu_dir dir;
 	socklen_t len;
 	int l, c, s, cwd;
 
-	tdir_make(&dir);
+	tu_dir_make(&dir);
 	/* Relative to the directory: sun_path is short. */
 	cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ck_assert_int_ge(cwd, 0);
@@ -782,42 +368,43 @@ START_TEST(test_connect_unix)
 	ck_assert_int_eq(bind(l, (struct sockaddr *)&sun, len), 0);
 	ck_assert_int_eq(listen(l, 4), 0);
 	c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (_i ? SOCK_NONBLOCK : 0), 0);
-	EXPECT(ctx, 0, afio_connect(ctx, c, (struct sockaddr *)&sun, len, tu_on_done, &d));
-	s = accept_now(l);
+	TU_EXPECT(ctx, 0, afio_connect(ctx, c, (struct sockaddr *)&sun, len, tu_on_done, &d));
+	s = tu_accept_now(l);
 	ck_assert_int_eq(write(c, "u", 1), 1);
-	ck_assert(wait_readable(s));
+	ck_assert(tu_wait_readable(s));
 	/* A path nobody is bound to: ENOENT, as connect(2) says. */
 	close(c);
 	c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	strcpy(sun.sun_path, "nobody");
 	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(sun.sun_path) + 1);
-	EXPECT(ctx, -ENOENT, afio_connect(ctx, c, (struct sockaddr *)&sun, len, tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOENT, afio_connect(ctx, c, (struct sockaddr *)&sun, len, tu_on_done, &d));
 	afio_destroy(ctx);
 	close(s);
 	close(c);
 	close(l);
 	ck_assert_int_eq(fchdir(cwd), 0);
 	close(cwd);
-	tdir_remove(&dir);
+	tu_dir_remove(&dir);
 }
 END_TEST
 
 START_TEST(test_connect_errors)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct sockaddr_in addr;
-	int keep = refusing_port(&addr), c = tcp_socket(_i), file = new_file(0);
+	int keep = refusing_port(&addr), c = tu_tcp_socket(_i), file = tu_new_file(0);
 
-	EXPECT(ctx, -ECONNREFUSED, afio_connect(ctx, c, (struct sockaddr *)&addr, sizeof(addr),
-						tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_connect(ctx, closed_fd(), (struct sockaddr *)&addr, sizeof(addr),
-					 tu_on_done, &d));
-	EXPECT(ctx, -ENOTSOCK, afio_connect(ctx, file, (struct sockaddr *)&addr, sizeof(addr),
-					    tu_on_done, &d));
+	TU_EXPECT(ctx, -ECONNREFUSED, afio_connect(ctx, c, (struct sockaddr *)&addr, sizeof(addr),
+						   tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF,
+		  afio_connect(ctx, tu_closed_fd(), (struct sockaddr *)&addr, sizeof(addr),
+			       tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOTSOCK, afio_connect(ctx, file, (struct sockaddr *)&addr, sizeof(addr),
+					       tu_on_done, &d));
 	close(c);
 	/* A length too short for the family: connect(2) says EINVAL. */
-	c = tcp_socket(_i);
-	EITHER(ctx, -EINVAL, afio_connect(ctx, c, (struct sockaddr *)&addr, 2, tu_on_done, &d));
+	c = tu_tcp_socket(_i);
+	TU_EITHER(ctx, -EINVAL, afio_connect(ctx, c, (struct sockaddr *)&addr, 2, tu_on_done, &d));
 	afio_destroy(ctx);
 	close(c);
 	close(keep);
@@ -835,27 +422,27 @@ END_TEST
  */
 START_TEST(test_connect_under_way)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct sockaddr_in addr;
-	int first, l = full_listener(&addr, &first), c = tcp_socket(true), s;
+	int first, l = tu_full_listener(&addr, &first), c = tu_tcp_socket(true), s;
 	struct tu_done k = { 0 };
 
 	ck_assert_int_eq(connect(c, (struct sockaddr *)&addr, sizeof(addr)), -1);
 	ck_assert_int_eq(errno, EINPROGRESS);
-	queued(afio_connect(ctx, c, (struct sockaddr *)&addr, sizeof(addr), tu_on_done, &k),
-	       "connect under way");
+	tu_queued(afio_connect(ctx, c, (struct sockaddr *)&addr, sizeof(addr), tu_on_done, &k),
+		  "connect under way");
 	ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
 	if (_i) {
 		close(l);
 		l = -1;
 	} else {
-		close(accept_now(l));
+		close(tu_accept_now(l));
 	}
-	wait_once(ctx, &k, "connect under way");
-	expect_eq(k.res, _i ? -ECONNREFUSED : 0, "connect under way");
+	tu_wait_once(ctx, &k, "connect under way");
+	tu_expect_eq(k.res, _i ? -ECONNREFUSED : 0, "connect under way");
 	if (!_i) {
-		s = accept_now(l);
-		same_addr(sock_addr(s, true), sock_addr(c, false), "the connection made");
+		s = tu_accept_now(l);
+		tu_same_addr(tu_sock_addr(s, true), tu_sock_addr(c, false), "the connection made");
 		close(s);
 		close(l);
 	}
@@ -869,7 +456,7 @@ END_TEST
 
 START_TEST(test_msg_stream)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct iovec out[] = { { "hello ", 6 }, { "world", 5 } };
 	struct msghdr smsg = { .msg_iov = out, .msg_iovlen = 2 };
 	char a[4], b[20], peek[16] = "";
@@ -882,21 +469,21 @@ START_TEST(test_msg_stream)
 
 	tu_socketpair(sv);
 	if (_i) {
-		set_nonblock(sv[0], true);
-		set_nonblock(sv[1], true);
+		tu_set_nonblock(sv[0], true);
+		tu_set_nonblock(sv[1], true);
 	}
 	/* A recvmsg that waits for the data, and one that peeks. */
 	rmsg.msg_flags = MSG_TRUNC | MSG_CTRUNC | MSG_EOR;
-	queued(afio_recvmsg(ctx, sv[1], &pmsg, MSG_PEEK, tu_on_done, &r), "recvmsg(MSG_PEEK)");
-	still_waiting(ctx, &r, "recvmsg with no data");
-	EXPECT(ctx, 11, afio_sendmsg(ctx, sv[0], &smsg, 0, tu_on_done, &d));
-	wait_once(ctx, &r, "recvmsg(MSG_PEEK)");
-	expect_eq(r.res, 11, "recvmsg(MSG_PEEK)");
+	tu_queued(afio_recvmsg(ctx, sv[1], &pmsg, MSG_PEEK, tu_on_done, &r), "recvmsg(MSG_PEEK)");
+	tu_still_waiting(ctx, &r, "recvmsg with no data");
+	TU_EXPECT(ctx, 11, afio_sendmsg(ctx, sv[0], &smsg, 0, tu_on_done, &d));
+	tu_wait_once(ctx, &r, "recvmsg(MSG_PEEK)");
+	tu_expect_eq(r.res, 11, "recvmsg(MSG_PEEK)");
 	ck_assert(!memcmp(peek, "hello world", 11));
-	EXPECT(ctx, 11, afio_recvmsg(ctx, sv[1], &rmsg, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, 11, afio_recvmsg(ctx, sv[1], &rmsg, 0, tu_on_done, &d));
 	ck_assert(!memcmp(a, "hell", 4));
 	ck_assert(!memcmp(b, "o world", 7));
-	ck_assert_msg(rmsg.msg_flags == 0, "recvmsg on %s left msg_flags %#x", target_name(),
+	ck_assert_msg(rmsg.msg_flags == 0, "recvmsg on %s left msg_flags %#x", tu_target_name(),
 		      (unsigned)rmsg.msg_flags);
 
 	/* To a closed peer: EPIPE (MSG_NOSIGNAL: no SIGPIPE for this test);
@@ -905,15 +492,15 @@ START_TEST(test_msg_stream)
 	   reaches the peer only with the last one. */
 	shutdown(sv[1], SHUT_RDWR);
 	close(sv[1]);
-	EXPECT(ctx, -EPIPE, afio_sendmsg(ctx, sv[0], &smsg, MSG_NOSIGNAL, tu_on_done, &d));
+	TU_EXPECT(ctx, -EPIPE, afio_sendmsg(ctx, sv[0], &smsg, MSG_NOSIGNAL, tu_on_done, &d));
 	close(sv[0]);
 	tu_socketpair(sv);
-	set_nonblock(sv[1], _i);
-	queued(afio_recvmsg(ctx, sv[1], &rmsg, 0, tu_on_done, &r2), "recvmsg");
-	still_waiting(ctx, &r2, "recvmsg with no data");
+	tu_set_nonblock(sv[1], _i);
+	tu_queued(afio_recvmsg(ctx, sv[1], &rmsg, 0, tu_on_done, &r2), "recvmsg");
+	tu_still_waiting(ctx, &r2, "recvmsg with no data");
 	close(sv[0]);
-	wait_once(ctx, &r2, "recvmsg at the end of the stream");
-	expect_eq(r2.res, 0, "recvmsg at the end of the stream");
+	tu_wait_once(ctx, &r2, "recvmsg at the end of the stream");
+	tu_expect_eq(r2.res, 0, "recvmsg at the end of the stream");
 	afio_destroy(ctx);
 	close(sv[1]);
 }
@@ -923,15 +510,15 @@ END_TEST
 static void same_msg_result(const struct msghdr *got, ssize_t got_res, const struct msghdr *want,
 			    ssize_t want_res, const char *what)
 {
-	expect_eq(got_res, want_res, what);
+	tu_expect_eq(got_res, want_res, what);
 	ck_assert_msg(got->msg_flags == want->msg_flags,
-		      "%s on %s: msg_flags %#x, recvmsg(2) says %#x", what, target_name(),
+		      "%s on %s: msg_flags %#x, recvmsg(2) says %#x", what, tu_target_name(),
 		      (unsigned)got->msg_flags, (unsigned)want->msg_flags);
 	ck_assert_msg(got->msg_controllen == want->msg_controllen,
-		      "%s on %s: msg_controllen %zu, recvmsg(2) says %zu", what, target_name(),
+		      "%s on %s: msg_controllen %zu, recvmsg(2) says %zu", what, tu_target_name(),
 		      (size_t)got->msg_controllen, (size_t)want->msg_controllen);
 	ck_assert_msg(got->msg_namelen == want->msg_namelen,
-		      "%s on %s: msg_namelen %u, recvmsg(2) says %u", what, target_name(),
+		      "%s on %s: msg_namelen %u, recvmsg(2) says %u", what, tu_target_name(),
 		      (unsigned)got->msg_namelen, (unsigned)want->msg_namelen);
 }
 
@@ -943,7 +530,7 @@ static void same_msg_result(const struct msghdr *got, ssize_t got_res, const str
  */
 START_TEST(test_msg_trunc)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	unsigned char msg[100], small[10];
 	struct sockaddr_un name[2];
 	struct iovec iov[2] = { { small, sizeof(small) }, { small, sizeof(small) } };
@@ -959,18 +546,18 @@ START_TEST(test_msg_trunc)
 	memset(msg, 'm', sizeof(msg));
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(send(sv[0], msg, sizeof(msg), 0), sizeof(msg));
-	ref_res = sys_res(recvmsg(sv[1], &ref, 0));
+	ref_res = tu_sys_res(recvmsg(sv[1], &ref, 0));
 	ck_assert_int_eq(ref_res, sizeof(small));
 	ck_assert(ref.msg_flags & MSG_TRUNC);
 	got.msg_flags = MSG_EOR;
-	EXPECT(ctx, sizeof(small), afio_recvmsg(ctx, sv[1], &got, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, sizeof(small), afio_recvmsg(ctx, sv[1], &got, 0, tu_on_done, &d));
 	same_msg_result(&got, (ssize_t)sizeof(small), &ref, ref_res, "recvmsg into a short buffer");
 
 	ref.msg_namelen = got.msg_namelen = sizeof(name[0]);
-	ref_res = sys_res(recvmsg(sv[1], &ref, MSG_TRUNC));
+	ref_res = tu_sys_res(recvmsg(sv[1], &ref, MSG_TRUNC));
 	ck_assert_int_eq(ref_res, sizeof(msg));
 	got.msg_flags = 0;
-	EXPECT(ctx, sizeof(msg), afio_recvmsg(ctx, sv[1], &got, MSG_TRUNC, tu_on_done, &d));
+	TU_EXPECT(ctx, sizeof(msg), afio_recvmsg(ctx, sv[1], &got, MSG_TRUNC, tu_on_done, &d));
 	same_msg_result(&got, (ssize_t)sizeof(msg), &ref, ref_res, "recvmsg(MSG_TRUNC)");
 	afio_destroy(ctx);
 	close(sv[0]);
@@ -982,10 +569,10 @@ END_TEST
    address and its length, waiting for it or not. */
 START_TEST(test_msg_udp_address)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	int a = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	int b = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | (_i ? SOCK_NONBLOCK : 0), 0);
-	struct sockaddr_in addr_a = loopback(), addr_b = loopback();
+	struct sockaddr_in addr_a = tu_loopback(), addr_b = tu_loopback();
 	struct sockaddr_storage from;
 	char in[16] = "";
 	struct iovec out = { "datagram", 8 }, iov = { in, sizeof(in) };
@@ -997,23 +584,23 @@ START_TEST(test_msg_udp_address)
 
 	ck_assert_int_eq(bind(a, (struct sockaddr *)&addr_a, sizeof(addr_a)), 0);
 	ck_assert_int_eq(bind(b, (struct sockaddr *)&addr_b, sizeof(addr_b)), 0);
-	addr_a = sock_addr(a, false);
-	addr_b = sock_addr(b, false);
+	addr_a = tu_sock_addr(a, false);
+	addr_b = tu_sock_addr(b, false);
 	for (int round = 0; round < 2; round++) {
 		memset(&from, 0, sizeof(from));
 		rmsg.msg_namelen = sizeof(from);
 		r.calls = 0;
-		queued(afio_recvmsg(ctx, b, &rmsg, 0, tu_on_done, &r), "recvmsg");
+		tu_queued(afio_recvmsg(ctx, b, &rmsg, 0, tu_on_done, &r), "recvmsg");
 		if (round == 0)
-			still_waiting(ctx, &r, "recvmsg with no datagram");
-		EXPECT(ctx, 8, afio_sendmsg(ctx, a, &smsg, 0, tu_on_done, &d));
-		wait_once(ctx, &r, "recvmsg");
-		expect_eq(r.res, 8, "recvmsg");
+			tu_still_waiting(ctx, &r, "recvmsg with no datagram");
+		TU_EXPECT(ctx, 8, afio_sendmsg(ctx, a, &smsg, 0, tu_on_done, &d));
+		tu_wait_once(ctx, &r, "recvmsg");
+		tu_expect_eq(r.res, 8, "recvmsg");
 		ck_assert(!memcmp(in, "datagram", 8));
 		ck_assert_msg(rmsg.msg_namelen == sizeof(struct sockaddr_in),
-			      "recvmsg on %s: msg_namelen %u", target_name(),
+			      "recvmsg on %s: msg_namelen %u", tu_target_name(),
 			      (unsigned)rmsg.msg_namelen);
-		same_addr(*(struct sockaddr_in *)&from, addr_a, "recvmsg's msg_name");
+		tu_same_addr(*(struct sockaddr_in *)&from, addr_a, "recvmsg's msg_name");
 	}
 	afio_destroy(ctx);
 	close(a);
@@ -1026,7 +613,7 @@ END_TEST
 START_TEST(test_msg_several)
 {
 	enum { N = 3 };
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	char in[N][8];
 	struct iovec iov[N];
 	struct msghdr m[N];
@@ -1035,25 +622,25 @@ START_TEST(test_msg_several)
 	int sv[2];
 
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv), 0);
-	set_nonblock(sv[1], _i);
+	tu_set_nonblock(sv[1], _i);
 	memset(d, 0, sizeof(d));
 	for (int i = 0; i < N; i++) {
 		iov[i] = (struct iovec){ in[i], sizeof(in[i]) };
 		m[i] = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
-		queued(afio_recvmsg(ctx, sv[1], &m[i], 0, tu_on_done, &d[i]), "recvmsg");
+		tu_queued(afio_recvmsg(ctx, sv[1], &m[i], 0, tu_on_done, &d[i]), "recvmsg");
 	}
-	still_waiting(ctx, &d[0], "recvmsg with no datagram");
+	tu_still_waiting(ctx, &d[0], "recvmsg with no datagram");
 	for (int i = 0; i < N; i++) {
 		char msg = (char)('0' + i);
 
 		ck_assert_int_eq(send(sv[0], &msg, 1, 0), 1);
 	}
 	for (int i = 0; i < N; i++) {
-		wait_once(ctx, &d[i], "one of several recvmsg");
-		expect_eq(d[i].res, 1, "one of several recvmsg");
+		tu_wait_once(ctx, &d[i], "one of several recvmsg");
+		tu_expect_eq(d[i].res, 1, "one of several recvmsg");
 		ck_assert(in[i][0] >= '0' && in[i][0] < '0' + N);
 		ck_assert_msg(!(seen & 1u << (in[i][0] - '0')), "datagram %c received twice on %s",
-			      in[i][0], target_name());
+			      in[i][0], tu_target_name());
 		seen |= 1u << (in[i][0] - '0');
 	}
 	afio_destroy(ctx);
@@ -1113,13 +700,13 @@ static int received_fd(struct msghdr *m)
  */
 START_TEST(test_msg_scm_rights)
 {
-	afio_ctx *ctx = new_ctx();
-	int file = new_file(0), sv[2], got_fd, ref_fd;
+	afio_ctx *ctx = tu_new_ctx();
+	int file = tu_new_file(0), sv[2], got_fd, ref_fd;
 	union fd_control sctl, rctl, refctl;
 	struct msghdr smsg, rmsg, ref;
 	struct iovec siov, riov, refiov;
 	char byte = 0, refbyte = 0;
-	struct stat want = stat_fd(file);
+	struct stat want = tu_stat_fd(file);
 	struct tu_done r = { 0 };
 	ssize_t ref_res;
 
@@ -1128,24 +715,24 @@ START_TEST(test_msg_scm_rights)
 	fd_message(&smsg, &siov, &sctl, file);
 	ck_assert_int_eq(sendmsg(sv[0], &smsg, 0), 1);
 	recv_message(&ref, &refiov, &refbyte, &refctl, sizeof(refctl.buf));
-	ref_res = sys_res(recvmsg(sv[1], &ref, MSG_CMSG_CLOEXEC));
+	ref_res = tu_sys_res(recvmsg(sv[1], &ref, MSG_CMSG_CLOEXEC));
 	ck_assert_int_eq(ref_res, 1);
 	ref_fd = received_fd(&ref);
 
 	/* The same through the library, the recvmsg waiting first. */
 	recv_message(&rmsg, &riov, &byte, &rctl, sizeof(rctl.buf));
 	rmsg.msg_flags = MSG_TRUNC;
-	queued(afio_recvmsg(ctx, sv[1], &rmsg, MSG_CMSG_CLOEXEC, tu_on_done, &r), "recvmsg");
-	still_waiting(ctx, &r, "recvmsg with no message");
+	tu_queued(afio_recvmsg(ctx, sv[1], &rmsg, MSG_CMSG_CLOEXEC, tu_on_done, &r), "recvmsg");
+	tu_still_waiting(ctx, &r, "recvmsg with no message");
 	fd_message(&smsg, &siov, &sctl, file);
-	EXPECT(ctx, 1, afio_sendmsg(ctx, sv[0], &smsg, 0, tu_on_done, &d));
-	wait_once(ctx, &r, "recvmsg");
+	TU_EXPECT(ctx, 1, afio_sendmsg(ctx, sv[0], &smsg, 0, tu_on_done, &d));
+	tu_wait_once(ctx, &r, "recvmsg");
 	same_msg_result(&rmsg, r.res, &ref, ref_res, "recvmsg of SCM_RIGHTS");
 	ck_assert_int_eq(byte, 'F');
 	got_fd = received_fd(&rmsg);
-	ck_assert_msg(same_file(got_fd, &want), "the fd received is not the file sent");
+	ck_assert_msg(tu_same_file(got_fd, &want), "the fd received is not the file sent");
 	ck_assert_msg(fcntl(got_fd, F_GETFD) == FD_CLOEXEC,
-		      "recvmsg(MSG_CMSG_CLOEXEC) on %s: no FD_CLOEXEC", target_name());
+		      "recvmsg(MSG_CMSG_CLOEXEC) on %s: no FD_CLOEXEC", tu_target_name());
 	close(got_fd);
 	close(ref_fd);
 
@@ -1153,11 +740,11 @@ START_TEST(test_msg_scm_rights)
 	fd_message(&smsg, &siov, &sctl, file);
 	ck_assert_int_eq(sendmsg(sv[0], &smsg, 0), 1);
 	recv_message(&ref, &refiov, &refbyte, &refctl, sizeof(struct cmsghdr));
-	ref_res = sys_res(recvmsg(sv[1], &ref, 0));
+	ref_res = tu_sys_res(recvmsg(sv[1], &ref, 0));
 	ck_assert(ref.msg_flags & MSG_CTRUNC);
-	EXPECT(ctx, 1, afio_sendmsg(ctx, sv[0], &smsg, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, 1, afio_sendmsg(ctx, sv[0], &smsg, 0, tu_on_done, &d));
 	recv_message(&rmsg, &riov, &byte, &rctl, sizeof(struct cmsghdr));
-	EXPECT(ctx, 1, afio_recvmsg(ctx, sv[1], &rmsg, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, 1, afio_recvmsg(ctx, sv[1], &rmsg, 0, tu_on_done, &d));
 	same_msg_result(&rmsg, 1, &ref, ref_res, "recvmsg with no room for the fd");
 	afio_destroy(ctx);
 	close(sv[0]);
@@ -1168,42 +755,22 @@ END_TEST
 
 START_TEST(test_msg_errors)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	char buf[4];
 	struct iovec iov = { buf, sizeof(buf) };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	int file = new_file(0), fd = closed_fd();
+	int file = tu_new_file(0), fd = tu_closed_fd();
 
-	EXPECT(ctx, -EBADF, afio_sendmsg(ctx, fd, &m, 0, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_recvmsg(ctx, fd, &m, 0, tu_on_done, &d));
-	EXPECT(ctx, -ENOTSOCK, afio_sendmsg(ctx, file, &m, 0, tu_on_done, &d));
-	EXPECT(ctx, -ENOTSOCK, afio_recvmsg(ctx, file, &m, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_sendmsg(ctx, fd, &m, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_recvmsg(ctx, fd, &m, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOTSOCK, afio_sendmsg(ctx, file, &m, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOTSOCK, afio_recvmsg(ctx, file, &m, 0, tu_on_done, &d));
 	afio_destroy(ctx);
 	close(file);
 }
 END_TEST
 
 /* ---- sendfile ---- */
-
-/* Sends len bytes of file from off with as many sendfiles as it takes; each
-   sends at least a byte and no more than asked.  Returns how many it took. */
-static unsigned sendfile_all(afio_ctx *ctx, int sock, int file, uint64_t off, size_t len)
-{
-	unsigned rounds = 0;
-	size_t sent = 0;
-
-	while (sent < len) {
-		ssize_t res = RUN(ctx, afio_sendfile(ctx, sock, file, off + sent, len - sent,
-						     tu_on_done, &d));
-
-		ck_assert_msg(res > 0 && (size_t)res <= len - sent,
-			      "sendfile of %zu bytes at %llu on %s: %s", len - sent,
-			      (unsigned long long)(off + sent), target_name(), res_str(res));
-		sent += (size_t)res;
-		rounds++;
-	}
-	return rounds;
-}
 
 #define BIG_FILE (4u << 20)
 
@@ -1214,25 +781,25 @@ static unsigned sendfile_all(afio_ctx *ctx, int sock, int file, uint64_t off, si
  */
 START_TEST(test_sendfile_tcp)
 {
-	unsigned char *bytes = random_bytes(BIG_FILE, 42);
-	afio_ctx *ctx = new_ctx();
-	int file = data_file(bytes, BIG_FILE), client, server;
-	struct reader r;
+	unsigned char *bytes = tu_random_bytes(BIG_FILE, 42);
+	afio_ctx *ctx = tu_new_ctx();
+	int file = tu_data_file(bytes, BIG_FILE), client, server;
+	struct tu_reader r;
 	unsigned rounds;
 
 	tcp_pair(&client, &server);
 	if (_i)
-		set_nonblock(client, true);
+		tu_set_nonblock(client, true);
 	ck_assert_int_eq(lseek(file, 777, SEEK_SET), 777);
-	reader_start(&r, server, BIG_FILE);
-	rounds = sendfile_all(ctx, client, file, 0, BIG_FILE);
+	tu_reader_start(&r, server, BIG_FILE);
+	rounds = tu_sendfile_all(ctx, client, file, 0, BIG_FILE);
 	ck_assert_int_eq(shutdown(client, SHUT_WR), 0);
-	reader_join(&r);
+	tu_reader_join(&r);
 	ck_assert_msg(r.got == BIG_FILE, "the peer got %zu bytes of %u (%u sendfiles)", r.got,
 		      BIG_FILE, rounds);
 	ck_assert_msg(!memcmp(r.buf, bytes, BIG_FILE), "the peer got other bytes than the file's");
 	ck_assert_msg(lseek(file, 0, SEEK_CUR) == 777,
-		      "sendfile on %s moved the file position to %lld", target_name(),
+		      "sendfile on %s moved the file position to %lld", tu_target_name(),
 		      (long long)lseek(file, 0, SEEK_CUR));
 	afio_destroy(ctx);
 	free(r.buf);
@@ -1247,28 +814,28 @@ END_TEST
 START_TEST(test_sendfile_ranges)
 {
 	enum { LEN = 100000 };
-	unsigned char *bytes = random_bytes(LEN, 7);
-	afio_ctx *ctx = new_ctx();
-	int file = data_file(bytes, LEN), client, server;
+	unsigned char *bytes = tu_random_bytes(LEN, 7);
+	afio_ctx *ctx = tu_new_ctx();
+	int file = tu_data_file(bytes, LEN), client, server;
 
 	tcp_pair(&client, &server);
 	if (_i)
-		set_nonblock(client, true);
-	sendfile_all(ctx, client, file, 1000, 5000);
-	expect_bytes(server, bytes + 1000, 5000);
+		tu_set_nonblock(client, true);
+	tu_sendfile_all(ctx, client, file, 1000, 5000);
+	tu_expect_bytes(server, bytes + 1000, 5000);
 	/* Asked for more than is left: the rest, then 0 at the end. */
-	sendfile_all(ctx, client, file, LEN - 10, 10);
-	expect_bytes(server, bytes + LEN - 10, 10);
+	tu_sendfile_all(ctx, client, file, LEN - 10, 10);
+	tu_expect_bytes(server, bytes + LEN - 10, 10);
 	{
-		ssize_t res = RUN(ctx, afio_sendfile(ctx, client, file, LEN - 10, 100, tu_on_done,
-						     &d));
+		ssize_t res = TU_RUN(ctx, afio_sendfile(ctx, client, file, LEN - 10, 100,
+							tu_on_done, &d));
 
-		ck_assert_msg(res > 0 && res <= 10, "sendfile over the end on %s: %s", target_name(),
-			      res_str(res));
-		expect_bytes(server, bytes + LEN - 10, (size_t)res);
+		ck_assert_msg(res > 0 && res <= 10, "sendfile over the end on %s: %s",
+			      tu_target_name(), tu_res_str(res));
+		tu_expect_bytes(server, bytes + LEN - 10, (size_t)res);
 	}
-	EXPECT(ctx, 0, afio_sendfile(ctx, client, file, LEN, 100, tu_on_done, &d));
-	EXPECT(ctx, 0, afio_sendfile(ctx, client, file, LEN + 4096, 100, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_sendfile(ctx, client, file, LEN, 100, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_sendfile(ctx, client, file, LEN + 4096, 100, tu_on_done, &d));
 	afio_destroy(ctx);
 	free(bytes);
 	close(file);
@@ -1279,8 +846,8 @@ END_TEST
 
 START_TEST(test_sendfile_errors)
 {
-	afio_ctx *ctx = new_ctx();
-	int file = new_file(0), sv[2], other[2], wronly;
+	afio_ctx *ctx = tu_new_ctx();
+	int file = tu_new_file(0), sv[2], other[2], wronly;
 	char path[64];
 	off_t off = 0;
 	ssize_t want;
@@ -1288,21 +855,21 @@ START_TEST(test_sendfile_errors)
 	ck_assert_int_eq(pwrite(file, "abc", 3, 0), 3);
 	tu_socketpair(sv);
 	tu_socketpair(other);
-	EXPECT(ctx, -EBADF, afio_sendfile(ctx, closed_fd(), file, 0, 3, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_sendfile(ctx, sv[0], closed_fd(), 0, 3, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_sendfile(ctx, tu_closed_fd(), file, 0, 3, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_sendfile(ctx, sv[0], tu_closed_fd(), 0, 3, tu_on_done, &d));
 	/* A file not open for reading: EBADF, as sendfile(2) says. */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", file);
 	wronly = open(path, O_WRONLY | O_CLOEXEC);
 	ck_assert_int_ge(wronly, 0);
-	want = sys_res(sendfile(sv[0], wronly, &off, 3));
+	want = tu_sys_res(sendfile(sv[0], wronly, &off, 3));
 	ck_assert_int_lt(want, 0);
-	EXPECT(ctx, want, afio_sendfile(ctx, sv[0], wronly, 0, 3, tu_on_done, &d));
+	TU_EXPECT(ctx, want, afio_sendfile(ctx, sv[0], wronly, 0, 3, tu_on_done, &d));
 	/* Bytes from a socket, which has no offsets: what sendfile(2) says. */
 	ck_assert_int_eq(write(other[1], "xyz", 3), 3);
 	off = 0;
-	want = sys_res(sendfile(sv[0], other[0], &off, 3));
+	want = tu_sys_res(sendfile(sv[0], other[0], &off, 3));
 	ck_assert_int_lt(want, 0);
-	EXPECT(ctx, want, afio_sendfile(ctx, sv[0], other[0], 0, 3, tu_on_done, &d));
+	TU_EXPECT(ctx, want, afio_sendfile(ctx, sv[0], other[0], 0, 3, tu_on_done, &d));
 	afio_destroy(ctx);
 	close(wronly);
 	close(file);
@@ -1329,21 +896,21 @@ static void on_sigpipe(int sig)
 START_TEST(test_no_sigpipe)
 {
 	struct sigaction count = { .sa_handler = on_sigpipe }, old;
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct iovec iov = { "x", 1 };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-	int file = new_file(0), sv[2];
+	int file = tu_new_file(0), sv[2];
 
 	ck_assert_int_eq(pwrite(file, "abc", 3, 0), 3);
 	ck_assert_int_eq(sigaction(SIGPIPE, &count, &old), 0);
 	sigpipes = 0;
 	tu_socketpair(sv);
-	set_nonblock(sv[0], _i);
+	tu_set_nonblock(sv[0], _i);
 	close(sv[1]);
-	EXPECT(ctx, -EPIPE, afio_sendmsg(ctx, sv[0], &m, 0, tu_on_done, &d));
-	ck_assert_msg(sigpipes == 0, "sendmsg on %s raised SIGPIPE", target_name());
-	EXPECT(ctx, -EPIPE, afio_sendfile(ctx, sv[0], file, 0, 3, tu_on_done, &d));
-	ck_assert_msg(sigpipes == 0, "sendfile on %s raised SIGPIPE", target_name());
+	TU_EXPECT(ctx, -EPIPE, afio_sendmsg(ctx, sv[0], &m, 0, tu_on_done, &d));
+	ck_assert_msg(sigpipes == 0, "sendmsg on %s raised SIGPIPE", tu_target_name());
+	TU_EXPECT(ctx, -EPIPE, afio_sendfile(ctx, sv[0], file, 0, 3, tu_on_done, &d));
+	ck_assert_msg(sigpipes == 0, "sendfile on %s raised SIGPIPE", tu_target_name());
 	ck_assert_int_eq(sigaction(SIGPIPE, &old, NULL), 0);
 	afio_destroy(ctx);
 	close(sv[0]);
@@ -1362,7 +929,7 @@ static void on_stamp(void *data, ssize_t res)
 {
 	struct stamp *s = data;
 
-	s->at_ns = now_ns();
+	s->at_ns = tu_now_ns();
 	tu_on_done(&s->d, res);
 }
 
@@ -1371,37 +938,39 @@ static void on_time(const struct stamp *s, int64_t start_ns, int64_t ms, const c
 {
 	int64_t elapsed = s->at_ns - start_ns;
 
-	ck_assert_msg(s->d.calls == 1, "%s on %s: %d callbacks", what, target_name(), s->d.calls);
-	expect_eq(s->d.res, -ETIME, what);
-	ck_assert_msg(elapsed >= ms * NS_PER_MS, "a %lld ms %s on %s fired after %lld us",
-		      (long long)ms, what, target_name(), (long long)(elapsed / 1000));
-	ck_assert_msg(elapsed < ms * NS_PER_MS + 2000 * NS_PER_MS,
-		      "a %lld ms %s on %s took %lld ms: it hung", (long long)ms, what, target_name(),
-		      (long long)(elapsed / NS_PER_MS));
+	ck_assert_msg(s->d.calls == 1, "%s on %s: %d callbacks", what, tu_target_name(),
+		      s->d.calls);
+	tu_expect_eq(s->d.res, -ETIME, what);
+	ck_assert_msg(elapsed >= ms * TU_NS_PER_MS, "a %lld ms %s on %s fired after %lld us",
+		      (long long)ms, what, tu_target_name(), (long long)(elapsed / 1000));
+	ck_assert_msg(elapsed < ms * TU_NS_PER_MS + 2000 * TU_NS_PER_MS,
+		      "a %lld ms %s on %s took %lld ms: it hung", (long long)ms, what,
+		      tu_target_name(), (long long)(elapsed / TU_NS_PER_MS));
 }
 
 START_TEST(test_timeout)
 {
 	static const int64_t ms[] = { 20, 5, 12, 0 };
 	enum { N = sizeof(ms) / sizeof(ms[0]) };
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct stamp s[N];
 	int64_t start;
 
 	memset(s, 0, sizeof(s));
-	start = now_ns();
+	start = tu_now_ns();
 	for (int i = 0; i < N; i++)
-		queued(afio_timeout(ctx, (uint64_t)(ms[i] * NS_PER_MS), on_stamp, &s[i]), "timeout");
+		tu_queued(afio_timeout(ctx, (uint64_t)(ms[i] * TU_NS_PER_MS), on_stamp, &s[i]),
+			  "timeout");
 	for (int i = 0; i < N; i++)
-		wait_for(ctx, &s[i].d, "timeout");
+		tu_wait_for(ctx, &s[i].d, "timeout");
 	for (int i = 0; i < N; i++)
 		on_time(&s[i], start, ms[i], "timer");
 	/* One after another on the same context. */
 	for (int i = 0; i < 3; i++) {
 		memset(&s[0], 0, sizeof(s[0]));
-		start = now_ns();
-		queued(afio_timeout(ctx, 3 * NS_PER_MS, on_stamp, &s[0]), "timeout");
-		wait_for(ctx, &s[0].d, "timeout");
+		start = tu_now_ns();
+		tu_queued(afio_timeout(ctx, 3 * TU_NS_PER_MS, on_stamp, &s[0]), "timeout");
+		tu_wait_for(ctx, &s[0].d, "timeout");
 		on_time(&s[0], start, 3, "timer");
 	}
 	afio_destroy(ctx);
@@ -1411,7 +980,7 @@ END_TEST
 /* A timer fires while a recv waits, and does not complete the recv. */
 START_TEST(test_timeout_beside_io)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct tu_done r = { 0 };
 	struct stamp s = { 0 };
 	char in[8];
@@ -1419,15 +988,15 @@ START_TEST(test_timeout_beside_io)
 	int sv[2];
 
 	tu_socketpair(sv);
-	queued(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), "recv");
-	start = now_ns();
-	queued(afio_timeout(ctx, 10 * NS_PER_MS, on_stamp, &s), "timeout");
-	wait_for(ctx, &s.d, "timeout");
+	tu_queued(afio_recv(ctx, sv[1], in, sizeof(in), 0, tu_on_done, &r), "recv");
+	start = tu_now_ns();
+	tu_queued(afio_timeout(ctx, 10 * TU_NS_PER_MS, on_stamp, &s), "timeout");
+	tu_wait_for(ctx, &s.d, "timeout");
 	on_time(&s, start, 10, "timer");
 	ck_assert_int_eq(r.calls, 0);
 	ck_assert_int_eq(write(sv[0], "x", 1), 1);
-	wait_once(ctx, &r, "recv");
-	expect_eq(r.res, 1, "recv");
+	tu_wait_once(ctx, &r, "recv");
+	tu_expect_eq(r.res, 1, "recv");
 	afio_destroy(ctx);
 	close(sv[0]);
 	close(sv[1]);
@@ -1442,15 +1011,15 @@ START_TEST(test_timeout_cancel_race)
 {
 	enum { N = 200 };
 	static struct tu_done d[N];
-	afio_ctx *ctx = tu_ctx(target_backend, target_mode, 2 * N);
-	unsigned seed = 5 + (unsigned)target_mode;
+	afio_ctx *ctx = tu_ctx(tu_backend, tu_mode, 2 * N);
+	unsigned seed = 5 + (unsigned)tu_mode;
 	struct afio_stats st;
 	uint64_t canceled = 0;
 
 	memset(d, 0, sizeof(d));
 	for (int i = 0; i < N; i++)
-		queued(afio_timeout(ctx, (uint64_t)(rand_r(&seed) % 3000) * 1000, tu_on_done, &d[i]),
-		       "timeout");
+		tu_queued(afio_timeout(ctx, (uint64_t)(rand_r(&seed) % 3000) * 1000, tu_on_done,
+				       &d[i]), "timeout");
 	ck_assert_int_ge(afio_poll(ctx, N / 4, 1), 0);
 	for (int i = 0; i < N; i++) {
 		int ret = afio_cancel(ctx, &d[i]);
@@ -1461,10 +1030,10 @@ START_TEST(test_timeout_cancel_race)
 	}
 	tu_drain(ctx);
 	for (int i = 0; i < N; i++) {
-		ck_assert_msg(d[i].calls == 1, "timer %d on %s: %d callbacks", i, target_name(),
+		ck_assert_msg(d[i].calls == 1, "timer %d on %s: %d callbacks", i, tu_target_name(),
 			      d[i].calls);
 		ck_assert_msg(d[i].res == -ETIME || d[i].res == -ECANCELED, "timer %d on %s: %s", i,
-			      target_name(), res_str(d[i].res));
+			      tu_target_name(), tu_res_str(d[i].res));
 		canceled += d[i].res == -ECANCELED;
 	}
 	ck_assert_int_eq(afio_stats(ctx, &st), 0);
@@ -1489,17 +1058,17 @@ struct ticker {
 
 static void tick_again(struct ticker *t)
 {
-	t->queued_ns = now_ns();
-	queued(afio_timeout(t->ctx, TICK_MS * NS_PER_MS, on_tick, t), "timeout");
+	t->queued_ns = tu_now_ns();
+	tu_queued(afio_timeout(t->ctx, TICK_MS * TU_NS_PER_MS, on_tick, t), "timeout");
 }
 
 static void on_tick(void *data, ssize_t res)
 {
 	struct ticker *t = data;
 
-	t->fired_ns = now_ns();
+	t->fired_ns = tu_now_ns();
 	t->res = res;
-	t->early += t->fired_ns - t->queued_ns < TICK_MS * NS_PER_MS;
+	t->early += t->fired_ns - t->queued_ns < TICK_MS * TU_NS_PER_MS;
 	if (++t->ticks < 3 && res == -ETIME)
 		tick_again(t);
 }
@@ -1512,11 +1081,11 @@ static void on_tick(void *data, ssize_t res)
  */
 START_TEST(test_timeout_by_eventfd)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	int efd = afio_eventfd(ctx), ep = epoll_create1(EPOLL_CLOEXEC), idle = 0;
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct ticker t = { .ctx = ctx };
-	int64_t start = now_ns();
+	int64_t start = tu_now_ns();
 
 	ck_assert_int_ge(efd, 0);
 	ck_assert_int_ge(ep, 0);
@@ -1524,28 +1093,28 @@ START_TEST(test_timeout_by_eventfd)
 	tick_again(&t);
 	ck_assert_int_ge(afio_submit(ctx), 0);
 	while (t.ticks < 3) {
-		int64_t hang = now_ns() + 2000 * NS_PER_MS;
+		int64_t hang = tu_now_ns() + 2000 * TU_NS_PER_MS;
 		int n, ran;
 
 		/* EINTR: io_uring's task work for the owner thread interrupts
 		   its waits, as a signal would; a program waits again. */
 		do
 			n = epoll_wait(ep, &ev, 1, 100);
-		while ((n == 0 || (n < 0 && errno == EINTR)) && now_ns() < hang);
+		while ((n == 0 || (n < 0 && errno == EINTR)) && tu_now_ns() < hang);
 		ck_assert_msg(n == 1, "tick %d on %s: the eventfd was not readable in 2 s: a hang",
-			      t.ticks + 1, target_name());
+			      t.ticks + 1, tu_target_name());
 		ran = afio_poll(ctx, 0, 0);
 		ck_assert_int_ge(ran, 0);
 		ck_assert_int_ge(afio_submit(ctx), 0);
 		/* Readable with nothing to run, over and over: a busy loop. */
 		idle = ran ? 0 : idle + 1;
 		ck_assert_msg(idle < 1000, "on %s the eventfd stays readable with nothing done",
-			      target_name());
+			      tu_target_name());
 	}
-	ck_assert_msg(!t.early, "on %s %d of 3 ticks of %d ms came early", target_name(), t.early,
-		      TICK_MS);
-	expect_eq(t.res, -ETIME, "timer");
-	ck_assert(t.fired_ns - start >= 3 * TICK_MS * NS_PER_MS);
+	ck_assert_msg(!t.early, "on %s %d of 3 ticks of %d ms came early", tu_target_name(),
+		      t.early, TICK_MS);
+	tu_expect_eq(t.res, -ETIME, "timer");
+	ck_assert(t.fired_ns - start >= 3 * TICK_MS * TU_NS_PER_MS);
 	close(ep);
 	afio_destroy(ctx);
 }
@@ -1555,18 +1124,18 @@ END_TEST
 
 START_TEST(test_openat)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	mode_t old_mask = umask(027);
-	struct tdir dir;
+	struct tu_dir dir;
 	struct stat st;
 	char buf[8] = "";
 	int fd;
 
-	tdir_make(&dir);
-	fd = RUN_FD(ctx, afio_openat(ctx, dir.fd, "new", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666,
-				     tu_on_done, &d));
+	tu_dir_make(&dir);
+	fd = TU_RUN_FD(ctx, afio_openat(ctx, dir.fd, "new", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+					0666, tu_on_done, &d));
 	st = stat_at(dir.fd, "new");
-	ck_assert_msg(same_file(fd, &st), "the fd opened is not the file created");
+	ck_assert_msg(tu_same_file(fd, &st), "the fd opened is not the file created");
 	ck_assert_msg((st.st_mode & 07777) == 0640, "created with mode %o (umask 027, mode 0666)",
 		      (unsigned)(st.st_mode & 07777));
 	ck_assert_int_eq(fcntl(fd, F_GETFD), FD_CLOEXEC);
@@ -1575,123 +1144,113 @@ START_TEST(test_openat)
 	close(fd);
 
 	/* Without O_CLOEXEC, read-only, by absolute path from AT_FDCWD. */
-	fd = RUN_FD(ctx, afio_openat(ctx, AT_FDCWD, tdir_abs(&dir, "new"), O_RDONLY, 0, tu_on_done,
-				     &d));
+	fd = TU_RUN_FD(ctx, afio_openat(ctx, AT_FDCWD, tdir_abs(&dir, "new"), O_RDONLY, 0,
+					tu_on_done, &d));
 	ck_assert_int_eq(fcntl(fd, F_GETFD), 0);
 	ck_assert_int_eq(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDONLY);
 	ck_assert_int_eq(read(fd, buf, sizeof(buf)), 4);
 	ck_assert(!memcmp(buf, "data", 4));
 	close(fd);
 
-	EXPECT(ctx, -ENOENT, afio_openat(ctx, dir.fd, "missing", O_RDONLY, 0, tu_on_done, &d));
-	EXPECT(ctx, -EEXIST, afio_openat(ctx, dir.fd, "new", O_RDWR | O_CREAT | O_EXCL, 0600,
-					 tu_on_done, &d));
-	EXPECT(ctx, -ENOTDIR, afio_openat(ctx, dir.fd, "new/x", O_RDONLY, 0, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_openat(ctx, closed_fd(), "new", O_RDONLY, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOENT, afio_openat(ctx, dir.fd, "missing", O_RDONLY, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EEXIST, afio_openat(ctx, dir.fd, "new", O_RDWR | O_CREAT | O_EXCL, 0600,
+					    tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOTDIR, afio_openat(ctx, dir.fd, "new/x", O_RDONLY, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF,
+		  afio_openat(ctx, tu_closed_fd(), "new", O_RDONLY, 0, tu_on_done, &d));
 	umask(old_mask);
 	afio_destroy(ctx);
-	tdir_remove(&dir);
+	tu_dir_remove(&dir);
 }
 END_TEST
 
-static struct open_how how_of(uint64_t flags, uint64_t mode, uint64_t resolve)
-{
-	struct open_how how;
-
-	memset(&how, 0, sizeof(how));
-	how.flags = flags;
-	how.mode = mode;
-	how.resolve = resolve;
-	return how;
-}
-
 START_TEST(test_openat2)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct open_how how;
-	struct tdir dir;
+	struct tu_dir dir;
 	struct stat st;
 	int sub, fd;
 
-	tdir_make(&dir);
-	put_file(dir.fd, "x", "outside");
+	tu_dir_make(&dir);
+	tu_put_file(dir.fd, "x", "outside");
 	sub = make_dir(dir.fd, "sub");
-	put_file(sub, "f", "inside");
+	tu_put_file(sub, "f", "inside");
 	ck_assert_int_eq(symlinkat("f", sub, "link"), 0);
 
-	how = how_of(O_RDONLY | O_CLOEXEC, 0, RESOLVE_BENEATH);
-	fd = RUN_FD(ctx, afio_openat2(ctx, sub, "f", &how, tu_on_done, &d));
+	how = tu_how_of(O_RDONLY | O_CLOEXEC, 0, RESOLVE_BENEATH);
+	fd = TU_RUN_FD(ctx, afio_openat2(ctx, sub, "f", &how, tu_on_done, &d));
 	st = stat_at(sub, "f");
-	ck_assert(same_file(fd, &st));
+	ck_assert(tu_same_file(fd, &st));
 	ck_assert_int_eq(fcntl(fd, F_GETFD), FD_CLOEXEC);
 	close(fd);
 	/* ".." that stays beneath is fine; one that leaves is EXDEV. */
-	fd = RUN_FD(ctx, afio_openat2(ctx, dir.fd, "sub/../sub/f", &how, tu_on_done, &d));
-	ck_assert(same_file(fd, &st));
+	fd = TU_RUN_FD(ctx, afio_openat2(ctx, dir.fd, "sub/../sub/f", &how, tu_on_done, &d));
+	ck_assert(tu_same_file(fd, &st));
 	close(fd);
-	EXPECT(ctx, -EXDEV, afio_openat2(ctx, sub, "../x", &how, tu_on_done, &d));
-	EXPECT(ctx, -EXDEV, afio_openat2(ctx, sub, tdir_abs(&dir, "x"), &how, tu_on_done, &d));
-	how = how_of(O_RDONLY, 0, RESOLVE_NO_SYMLINKS);
-	EXPECT(ctx, -ELOOP, afio_openat2(ctx, sub, "link", &how, tu_on_done, &d));
+	TU_EXPECT(ctx, -EXDEV, afio_openat2(ctx, sub, "../x", &how, tu_on_done, &d));
+	TU_EXPECT(ctx, -EXDEV, afio_openat2(ctx, sub, tdir_abs(&dir, "x"), &how, tu_on_done, &d));
+	how = tu_how_of(O_RDONLY, 0, RESOLVE_NO_SYMLINKS);
+	TU_EXPECT(ctx, -ELOOP, afio_openat2(ctx, sub, "link", &how, tu_on_done, &d));
 
 	/* how->mode for O_CREAT, under the umask. */
 	{
 		mode_t old_mask = umask(022);
 
-		how = how_of(O_WRONLY | O_CREAT | O_EXCL, 0604, 0);
-		fd = RUN_FD(ctx, afio_openat2(ctx, sub, "made", &how, tu_on_done, &d));
+		how = tu_how_of(O_WRONLY | O_CREAT | O_EXCL, 0604, 0);
+		fd = TU_RUN_FD(ctx, afio_openat2(ctx, sub, "made", &how, tu_on_done, &d));
 		umask(old_mask);
 		st = stat_at(sub, "made");
-		ck_assert(same_file(fd, &st));
+		ck_assert(tu_same_file(fd, &st));
 		ck_assert_int_eq(st.st_mode & 07777, 0604);
 		close(fd);
 	}
 	/* The caller's RESOLVE_CACHED is kept, wherever the op runs: with
 	   O_CREAT or O_TRUNC openat2(2) gives EAGAIN and does nothing. */
-	how = how_of(O_RDWR | O_CREAT, 0600, RESOLVE_CACHED);
-	EXPECT(ctx, -EAGAIN, afio_openat2(ctx, sub, "cached", &how, tu_on_done, &d));
-	ck_assert_msg(!exists_at(sub, "cached"), "openat2(O_CREAT, RESOLVE_CACHED) on %s created it",
-		      target_name());
-	how = how_of(O_RDWR | O_TRUNC, 0, RESOLVE_CACHED);
-	EXPECT(ctx, -EAGAIN, afio_openat2(ctx, sub, "f", &how, tu_on_done, &d));
+	how = tu_how_of(O_RDWR | O_CREAT, 0600, RESOLVE_CACHED);
+	TU_EXPECT(ctx, -EAGAIN, afio_openat2(ctx, sub, "cached", &how, tu_on_done, &d));
+	ck_assert_msg(!tu_exists_at(sub, "cached"),
+		      "openat2(O_CREAT, RESOLVE_CACHED) on %s created it", tu_target_name());
+	how = tu_how_of(O_RDWR | O_TRUNC, 0, RESOLVE_CACHED);
+	TU_EXPECT(ctx, -EAGAIN, afio_openat2(ctx, sub, "f", &how, tu_on_done, &d));
 	ck_assert_int_eq(stat_at(sub, "f").st_size, 6);
 
-	how = how_of(O_RDONLY, 0, 0);
-	EXPECT(ctx, -ENOENT, afio_openat2(ctx, sub, "missing", &how, tu_on_done, &d));
-	fd = RUN_FD(ctx, afio_openat2(ctx, AT_FDCWD, tdir_abs(&dir, "x"), &how, tu_on_done, &d));
+	how = tu_how_of(O_RDONLY, 0, 0);
+	TU_EXPECT(ctx, -ENOENT, afio_openat2(ctx, sub, "missing", &how, tu_on_done, &d));
+	fd = TU_RUN_FD(ctx, afio_openat2(ctx, AT_FDCWD, tdir_abs(&dir, "x"), &how, tu_on_done, &d));
 	close(fd);
-	EXPECT(ctx, -EBADF, afio_openat2(ctx, closed_fd(), "f", &how, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_openat2(ctx, tu_closed_fd(), "f", &how, tu_on_done, &d));
 	/* What openat2(2) refuses: a mode without O_CREAT, an unknown
 	   resolve bit. */
-	how = how_of(O_RDONLY, 0600, 0);
-	EITHER(ctx, -EINVAL, afio_openat2(ctx, sub, "f", &how, tu_on_done, &d));
-	how = how_of(O_RDONLY, 0, 1ull << 40);
-	EITHER(ctx, -EINVAL, afio_openat2(ctx, sub, "f", &how, tu_on_done, &d));
+	how = tu_how_of(O_RDONLY, 0600, 0);
+	TU_EITHER(ctx, -EINVAL, afio_openat2(ctx, sub, "f", &how, tu_on_done, &d));
+	how = tu_how_of(O_RDONLY, 0, 1ull << 40);
+	TU_EITHER(ctx, -EINVAL, afio_openat2(ctx, sub, "f", &how, tu_on_done, &d));
 	afio_destroy(ctx);
 	close(sub);
-	tdir_remove(&dir);
+	tu_dir_remove(&dir);
 }
 END_TEST
 
 START_TEST(test_close)
 {
-	afio_ctx *ctx = new_ctx();
-	int file = new_file(0), sv[2], fd;
-	struct stat st = stat_fd(file);
+	afio_ctx *ctx = tu_new_ctx();
+	int file = tu_new_file(0), sv[2], fd;
+	struct stat st = tu_stat_fd(file);
 	char c;
 
 	fd = dup(file);
 	ck_assert_int_ge(fd, 0);
-	EXPECT(ctx, 0, afio_close(ctx, fd, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_close(ctx, fd, tu_on_done, &d));
 	/* Closed: the number is free, or taken since by another file. */
-	ck_assert_msg(fcntl(fd, F_GETFD) < 0 ? errno == EBADF : !same_file(fd, &st),
-		      "afio_close on %s left fd %d open", target_name(), fd);
+	ck_assert_msg(fcntl(fd, F_GETFD) < 0 ? errno == EBADF : !tu_same_file(fd, &st),
+		      "afio_close on %s left fd %d open", tu_target_name(), fd);
 	tu_socketpair(sv);
-	EXPECT(ctx, 0, afio_close(ctx, sv[1], tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_close(ctx, sv[1], tu_on_done, &d));
 	/* The peer sees the end of the stream. */
-	ck_assert(wait_readable(sv[0]));
+	ck_assert(tu_wait_readable(sv[0]));
 	ck_assert_int_eq(read(sv[0], &c, 1), 0);
-	EXPECT(ctx, -EBADF, afio_close(ctx, closed_fd(), tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_close(ctx, tu_closed_fd(), tu_on_done, &d));
 	afio_destroy(ctx);
 	close(sv[0]);
 	close(file);
@@ -1702,7 +1261,7 @@ END_TEST
 
 #define STX_FIELD_EQ(a, b, f)								\
 	ck_assert_msg((a)->f == (b)->f, "statx on %s: " #f " %llu, statx(2) says %llu",	\
-		      target_name(), (unsigned long long)(a)->f, (unsigned long long)(b)->f)
+		      tu_target_name(), (unsigned long long)(a)->f, (unsigned long long)(b)->f)
 
 /* What statx(2) says for the same arguments, field by field, then all. */
 static void same_statx(const struct statx *got, int dirfd, const char *path, int flags,
@@ -1725,29 +1284,29 @@ static void same_statx(const struct statx *got, int dirfd, const char *path, int
 	STX_FIELD_EQ(got, &want, stx_dev_major);
 	STX_FIELD_EQ(got, &want, stx_dev_minor);
 	ck_assert_msg(!memcmp(got, &want, sizeof(want)), "statx on %s differs from statx(2)",
-		      target_name());
+		      tu_target_name());
 }
 
 START_TEST(test_statx)
 {
 	const unsigned mask = STATX_BASIC_STATS | STATX_BTIME;
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct statx stx;
-	struct tdir dir;
+	struct tu_dir dir;
 	int fd;
 
-	tdir_make(&dir);
-	put_file(dir.fd, "f", "twelve bytes");
+	tu_dir_make(&dir);
+	tu_put_file(dir.fd, "f", "twelve bytes");
 	ck_assert_int_eq(symlinkat("f", dir.fd, "link"), 0);
 	memset(&stx, 0xaa, sizeof(stx));
-	EXPECT(ctx, 0, afio_statx(ctx, dir.fd, "f", 0, mask, &stx, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_statx(ctx, dir.fd, "f", 0, mask, &stx, tu_on_done, &d));
 	ck_assert_int_eq(stx.stx_size, 12);
 	ck_assert(S_ISREG(stx.stx_mode));
 	same_statx(&stx, dir.fd, "f", 0, mask);
 
 	memset(&stx, 0xaa, sizeof(stx));
-	EXPECT(ctx, 0, afio_statx(ctx, dir.fd, "link", AT_SYMLINK_NOFOLLOW, mask, &stx,
-				  tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_statx(ctx, dir.fd, "link", AT_SYMLINK_NOFOLLOW, mask, &stx,
+				     tu_on_done, &d));
 	ck_assert(S_ISLNK(stx.stx_mode));
 	same_statx(&stx, dir.fd, "link", AT_SYMLINK_NOFOLLOW, mask);
 
@@ -1755,27 +1314,27 @@ START_TEST(test_statx)
 	fd = openat(dir.fd, "f", O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(fd, 0);
 	memset(&stx, 0xaa, sizeof(stx));
-	EXPECT(ctx, 0, afio_statx(ctx, fd, "", AT_EMPTY_PATH, STATX_SIZE, &stx, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_statx(ctx, fd, "", AT_EMPTY_PATH, STATX_SIZE, &stx, tu_on_done, &d));
 	same_statx(&stx, fd, "", AT_EMPTY_PATH, STATX_SIZE);
 	memset(&stx, 0xaa, sizeof(stx));
-	EXPECT(ctx, 0, afio_statx(ctx, AT_FDCWD, dir.path, 0, mask, &stx, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_statx(ctx, AT_FDCWD, dir.path, 0, mask, &stx, tu_on_done, &d));
 	ck_assert(S_ISDIR(stx.stx_mode));
 	same_statx(&stx, AT_FDCWD, dir.path, 0, mask);
 
-	EXPECT(ctx, -ENOENT, afio_statx(ctx, dir.fd, "missing", 0, mask, &stx, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_statx(ctx, closed_fd(), "f", 0, mask, &stx, tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOENT, afio_statx(ctx, dir.fd, "missing", 0, mask, &stx, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_statx(ctx, tu_closed_fd(), "f", 0, mask, &stx, tu_on_done, &d));
 	/* Flags statx(2) does not know: its error, at once or later. */
 	{
 		struct statx tmp;
-		ssize_t want = sys_res(statx(dir.fd, "f", 0x40000000, mask, &tmp));
+		ssize_t want = tu_sys_res(statx(dir.fd, "f", 0x40000000, mask, &tmp));
 
 		ck_assert_int_lt(want, 0);
-		EITHER(ctx, want, afio_statx(ctx, dir.fd, "f", 0x40000000, mask, &stx, tu_on_done,
-					     &d));
+		TU_EITHER(ctx, want,
+			  afio_statx(ctx, dir.fd, "f", 0x40000000, mask, &stx, tu_on_done, &d));
 	}
 	afio_destroy(ctx);
 	close(fd);
-	tdir_remove(&dir);
+	tu_dir_remove(&dir);
 }
 END_TEST
 
@@ -1785,10 +1344,10 @@ static void statx_as_system(afio_ctx *ctx, int dirfd, const char *path, int flag
 			    unsigned mask)
 {
 	struct statx got, want;
-	ssize_t res = sys_res(statx(dirfd, path, flags, mask, &want));
+	ssize_t res = tu_sys_res(statx(dirfd, path, flags, mask, &want));
 
 	memset(&got, 0xaa, sizeof(got));
-	EXPECT(ctx, res, afio_statx(ctx, dirfd, path, flags, mask, &got, tu_on_done, &d));
+	TU_EXPECT(ctx, res, afio_statx(ctx, dirfd, path, flags, mask, &got, tu_on_done, &d));
 	if (!res)
 		same_statx(&got, dirfd, path, flags, mask);
 }
@@ -1812,14 +1371,14 @@ START_TEST(test_statx_walk)
 		0, AT_SYMLINK_NOFOLLOW, AT_STATX_FORCE_SYNC, AT_STATX_DONT_SYNC,
 		AT_NO_AUTOMOUNT | AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH,
 	};
-	afio_ctx *ctx = new_ctx();
-	struct tdir dir;
+	afio_ctx *ctx = tu_new_ctx();
+	struct tu_dir dir;
 	int sub;
 
-	tdir_make(&dir);
-	put_file(dir.fd, "f", "twelve bytes");
+	tu_dir_make(&dir);
+	tu_put_file(dir.fd, "f", "twelve bytes");
 	sub = make_dir(dir.fd, "sub");
-	put_file(sub, "g", "g");
+	tu_put_file(sub, "g", "g");
 	ck_assert_int_eq(symlinkat("sub", dir.fd, "dlink"), 0);
 	ck_assert_int_eq(symlinkat("nowhere", dir.fd, "dangling"), 0);
 	ck_assert_int_eq(symlinkat("loop", dir.fd, "loop"), 0);
@@ -1830,7 +1389,7 @@ START_TEST(test_statx_walk)
 	statx_as_system(ctx, sub, "../dangling", AT_SYMLINK_NOFOLLOW, STATX_ALL);
 	afio_destroy(ctx);
 	close(sub);
-	tdir_remove(&dir);
+	tu_dir_remove(&dir);
 }
 END_TEST
 
@@ -1843,35 +1402,35 @@ static void expect_synced(int fd, uint64_t off, uint64_t len, const char *what)
 	long pages = unsynced_pages(fd, off, len);
 
 	ck_assert_msg(pages <= 0, "%s on %s: %ld pages still dirty or in writeback", what,
-		      target_name(), pages);
+		      tu_target_name(), pages);
 }
 
 START_TEST(test_writev2_flags)
 {
-	afio_ctx *ctx = new_ctx();
-	unsigned char *a = random_bytes(8192, 1), *b = random_bytes(3000, 2);
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned char *a = tu_random_bytes(8192, 1), *b = tu_random_bytes(3000, 2);
 	struct iovec iov[] = { { a, 8192 }, { b, 3000 } };
 	unsigned char back[11192];
-	int fd = new_file(0);
+	int fd = tu_new_file(0);
 
-	EXPECT(ctx, 11192, afio_writev2(ctx, fd, iov, 2, 4096, RWF_DSYNC, tu_on_done, &d));
+	TU_EXPECT(ctx, 11192, afio_writev2(ctx, fd, iov, 2, 4096, RWF_DSYNC, tu_on_done, &d));
 	read_whole(fd, back, sizeof(back), 4096);
 	ck_assert(!memcmp(back, a, 8192) && !memcmp(back + 8192, b, 3000));
 	expect_synced(fd, 4096, 11192, "writev2(RWF_DSYNC)");
-	EXPECT(ctx, 3000, afio_writev2(ctx, fd, &iov[1], 1, 0, RWF_SYNC, tu_on_done, &d));
+	TU_EXPECT(ctx, 3000, afio_writev2(ctx, fd, &iov[1], 1, 0, RWF_SYNC, tu_on_done, &d));
 	expect_synced(fd, 0, 3000, "writev2(RWF_SYNC)");
 
 	/* RWF_APPEND: at the end whatever the offset, as pwritev2(2); the
 	   file position stays. */
 	ck_assert_int_eq(lseek(fd, 5, SEEK_SET), 5);
-	EXPECT(ctx, 3000, afio_writev2(ctx, fd, &iov[1], 1, 0, RWF_APPEND, tu_on_done, &d));
-	ck_assert_int_eq(stat_fd(fd).st_size, 4096 + 11192 + 3000);
+	TU_EXPECT(ctx, 3000, afio_writev2(ctx, fd, &iov[1], 1, 0, RWF_APPEND, tu_on_done, &d));
+	ck_assert_int_eq(tu_stat_fd(fd).st_size, 4096 + 11192 + 3000);
 	read_whole(fd, back, 3000, 4096 + 11192);
 	ck_assert_msg(!memcmp(back, b, 3000), "writev2(RWF_APPEND) on %s did not append",
-		      target_name());
+		      tu_target_name());
 	read_whole(fd, back, 3000, 0);
 	ck_assert_msg(!memcmp(back, b, 3000), "writev2(RWF_APPEND) on %s wrote at its offset",
-		      target_name());
+		      tu_target_name());
 	ck_assert_int_eq(lseek(fd, 0, SEEK_CUR), 5);
 	afio_destroy(ctx);
 	close(fd);
@@ -1891,24 +1450,24 @@ static void readv2_like_preadv2(afio_ctx *ctx, int fd, void *buf, size_t len, ui
 	ssize_t ref;
 
 	ck_assert_ptr_nonnull(want);
-	ref = sys_res(preadv2(fd, &iov, 1, (off_t)off, rwf));
+	ref = tu_sys_res(preadv2(fd, &iov, 1, (off_t)off, rwf));
 	memset(buf, 0, len);
 	iov.iov_base = buf;
-	queued(afio_readv2(ctx, fd, &iov, 1, off, rwf, tu_on_done, &r), what);
-	wait_once(ctx, &r, what);
-	ck_assert_msg(r.res == ref, "%s on %s: %s, preadv2(2) says %s", what, target_name(),
-		      res_str(r.res), res_str(ref));
+	tu_queued(afio_readv2(ctx, fd, &iov, 1, off, rwf, tu_on_done, &r), what);
+	tu_wait_once(ctx, &r, what);
+	ck_assert_msg(r.res == ref, "%s on %s: %s, preadv2(2) says %s", what, tu_target_name(),
+		      tu_res_str(r.res), tu_res_str(ref));
 	if (ref > 0)
 		ck_assert_msg(!memcmp(buf, want, (size_t)ref), "%s on %s read other bytes", what,
-			      target_name());
+			      tu_target_name());
 	free(want);
 }
 
 START_TEST(test_readv2_flags)
 {
-	unsigned char *bytes = random_bytes(20000, 3), buf[8192];
-	afio_ctx *ctx = new_ctx();
-	int fd = data_file(bytes, 20000);
+	unsigned char *bytes = tu_random_bytes(20000, 3), buf[8192];
+	afio_ctx *ctx = tu_new_ctx();
+	int fd = tu_data_file(bytes, 20000);
 
 	readv2_like_preadv2(ctx, fd, buf, sizeof(buf), 100, 0, "readv2");
 	ck_assert(!memcmp(buf, bytes + 100, sizeof(buf)));
@@ -1923,20 +1482,6 @@ START_TEST(test_readv2_flags)
 	free(bytes);
 }
 END_TEST
-
-/* The alignment direct I/O on fd needs, from the library; 0 where the file
-   system does none. */
-static size_t direct_block(int fd, size_t *mem)
-{
-	struct afio_dio_align al;
-	int ret = afio_dio_align(fd, &al);
-
-	if (ret == -EOPNOTSUPP)
-		return 0;
-	ck_assert_msg(ret == 0, "afio_dio_align: %s", res_str(ret));
-	*mem = al.mem > 4096 ? al.mem : 4096;
-	return al.offset > 4096 ? al.offset : 4096;
-}
 
 /*
  * The same flags on an O_DIRECT file, aligned (where libaio runs readv2
@@ -1956,30 +1501,30 @@ START_TEST(test_rwf_direct)
 		return;
 	}
 	ck_assert_int_ge(fd, 0);
-	blk = direct_block(fd, &mem);
+	blk = tu_direct_block(fd, &mem);
 	if (!blk) {
 		printf("afio_dio_align: -EOPNOTSUPP: test_rwf_direct skipped\n");
 		close(fd);
 		return;
 	}
-	ctx = new_ctx();
+	ctx = tu_new_ctx();
 	buf = aligned_alloc(mem, 4 * blk);
-	ref = random_bytes(4 * blk, 11);
+	ref = tu_random_bytes(4 * blk, 11);
 	ck_assert_ptr_nonnull(buf);
 	memcpy(buf, ref, 4 * blk);
 	/* Preallocated, so no write extends the file but the append. */
 	ck_assert_int_eq(ftruncate(fd, (off_t)(2 * blk)), 0);
 	iov[0] = (struct iovec){ buf, blk };
 	iov[1] = (struct iovec){ buf + blk, blk };
-	EXPECT(ctx, 2 * blk, afio_writev2(ctx, fd, iov, 2, 0, RWF_DSYNC, tu_on_done, &d));
+	TU_EXPECT(ctx, 2 * blk, afio_writev2(ctx, fd, iov, 2, 0, RWF_DSYNC, tu_on_done, &d));
 	iov[0] = (struct iovec){ buf + 2 * blk, blk };
-	EXPECT(ctx, blk, afio_writev2(ctx, fd, iov, 1, 0, RWF_APPEND, tu_on_done, &d));
-	ck_assert_msg(stat_fd(fd).st_size == (off_t)(3 * blk),
-		      "writev2(RWF_APPEND) on O_DIRECT on %s: size %lld, want %zu", target_name(),
-		      (long long)stat_fd(fd).st_size, 3 * blk);
+	TU_EXPECT(ctx, blk, afio_writev2(ctx, fd, iov, 1, 0, RWF_APPEND, tu_on_done, &d));
+	ck_assert_msg(tu_stat_fd(fd).st_size == (off_t)(3 * blk),
+		      "writev2(RWF_APPEND) on O_DIRECT on %s: size %lld, want %zu",
+		      tu_target_name(), (long long)tu_stat_fd(fd).st_size, 3 * blk);
 	readv2_like_preadv2(ctx, fd, buf, 3 * blk, 0, RWF_HIPRI, "readv2(RWF_HIPRI) of O_DIRECT");
 	ck_assert_msg(!memcmp(buf, ref, 3 * blk), "O_DIRECT file on %s holds other bytes",
-		      target_name());
+		      tu_target_name());
 	readv2_like_preadv2(ctx, fd, buf, blk, blk, 0, "readv2 of O_DIRECT");
 	afio_destroy(ctx);
 	free(buf);
@@ -1990,23 +1535,23 @@ END_TEST
 
 START_TEST(test_rw2_errors)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	char buf[16];
 	struct iovec iov = { buf, sizeof(buf) };
-	int fd = new_file(0), rdonly;
+	int fd = tu_new_file(0), rdonly;
 	char path[64];
 	ssize_t want;
 
-	EXPECT(ctx, -EBADF, afio_readv2(ctx, closed_fd(), &iov, 1, 0, 0, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_writev2(ctx, closed_fd(), &iov, 1, 0, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_readv2(ctx, tu_closed_fd(), &iov, 1, 0, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_writev2(ctx, tu_closed_fd(), &iov, 1, 0, 0, tu_on_done, &d));
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	rdonly = open(path, O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(rdonly, 0);
-	EXPECT(ctx, -EBADF, afio_writev2(ctx, rdonly, &iov, 1, 0, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_writev2(ctx, rdonly, &iov, 1, 0, 0, tu_on_done, &d));
 	/* A flag preadv2(2) does not know: its error, at once or later. */
-	want = sys_res(preadv2(fd, &iov, 1, 0, 0x40000000));
+	want = tu_sys_res(preadv2(fd, &iov, 1, 0, 0x40000000));
 	ck_assert_int_lt(want, 0);
-	EITHER(ctx, want, afio_readv2(ctx, fd, &iov, 1, 0, 0x40000000, tu_on_done, &d));
+	TU_EITHER(ctx, want, afio_readv2(ctx, fd, &iov, 1, 0, 0x40000000, tu_on_done, &d));
 	afio_destroy(ctx);
 	close(rdonly);
 	close(fd);
@@ -2017,51 +1562,51 @@ END_TEST
 
 START_TEST(test_fallocate)
 {
-	afio_ctx *ctx = new_ctx();
-	int fd = new_file(0), rdonly;
-	unsigned char *bytes = random_bytes(65536, 5), back[65536];
+	afio_ctx *ctx = tu_new_ctx();
+	int fd = tu_new_file(0), rdonly;
+	unsigned char *bytes = tu_random_bytes(65536, 5), back[65536];
 	struct stat st;
 	char path[64];
 	ssize_t want;
 
-	EXPECT(ctx, 0, afio_fallocate(ctx, fd, 0, 0, 1 << 20, tu_on_done, &d));
-	st = stat_fd(fd);
-	ck_assert_msg(st.st_size == 1 << 20, "fallocate on %s: size %lld", target_name(),
+	TU_EXPECT(ctx, 0, afio_fallocate(ctx, fd, 0, 0, 1 << 20, tu_on_done, &d));
+	st = tu_stat_fd(fd);
+	ck_assert_msg(st.st_size == 1 << 20, "fallocate on %s: size %lld", tu_target_name(),
 		      (long long)st.st_size);
-	ck_assert_msg(st.st_blocks * 512 >= 1 << 20, "fallocate on %s: %lld blocks", target_name(),
-		      (long long)st.st_blocks);
+	ck_assert_msg(st.st_blocks * 512 >= 1 << 20, "fallocate on %s: %lld blocks",
+		      tu_target_name(), (long long)st.st_blocks);
 	/* KEEP_SIZE: blocks beyond the end, the size as it was. */
-	EXPECT(ctx, 0, afio_fallocate(ctx, fd, FALLOC_FL_KEEP_SIZE, 1 << 20, 1 << 20, tu_on_done,
-				      &d));
-	st = stat_fd(fd);
+	TU_EXPECT(ctx, 0, afio_fallocate(ctx, fd, FALLOC_FL_KEEP_SIZE, 1 << 20, 1 << 20, tu_on_done,
+					 &d));
+	st = tu_stat_fd(fd);
 	ck_assert_int_eq(st.st_size, 1 << 20);
 	ck_assert_msg(st.st_blocks * 512 >= 2 << 20, "fallocate(KEEP_SIZE) on %s: %lld blocks",
-		      target_name(), (long long)st.st_blocks);
+		      tu_target_name(), (long long)st.st_blocks);
 	/* A hole punched in data reads as zeros. */
 	ck_assert_int_eq(pwrite(fd, bytes, sizeof(back), 0), sizeof(back));
-	EXPECT(ctx, 0, afio_fallocate(ctx, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096,
-				      8192, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_fallocate(ctx, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096,
+					 8192, tu_on_done, &d));
 	read_whole(fd, back, sizeof(back), 0);
 	ck_assert(!memcmp(back, bytes, 4096));
 	for (int i = 4096; i < 12288; i++)
 		ck_assert_msg(!back[i], "fallocate(PUNCH_HOLE) on %s: byte %d is not 0",
-			      target_name(), i);
+			      tu_target_name(), i);
 	ck_assert(!memcmp(back + 12288, bytes + 12288, sizeof(back) - 12288));
-	ck_assert_int_eq(stat_fd(fd).st_size, 1 << 20);
+	ck_assert_int_eq(tu_stat_fd(fd).st_size, 1 << 20);
 
 	/* Errors fallocate(2) gives: length 0, a mode it does not know, a
 	   file not open for writing, a closed fd. */
-	want = sys_res(fallocate(fd, 0, 0, 0));
+	want = tu_sys_res(fallocate(fd, 0, 0, 0));
 	ck_assert_int_lt(want, 0);
-	EITHER(ctx, want, afio_fallocate(ctx, fd, 0, 0, 0, tu_on_done, &d));
-	want = sys_res(fallocate(fd, 0x4000, 0, 4096));
+	TU_EITHER(ctx, want, afio_fallocate(ctx, fd, 0, 0, 0, tu_on_done, &d));
+	want = tu_sys_res(fallocate(fd, 0x4000, 0, 4096));
 	ck_assert_int_lt(want, 0);
-	EITHER(ctx, want, afio_fallocate(ctx, fd, 0x4000, 0, 4096, tu_on_done, &d));
+	TU_EITHER(ctx, want, afio_fallocate(ctx, fd, 0x4000, 0, 4096, tu_on_done, &d));
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	rdonly = open(path, O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(rdonly, 0);
-	EXPECT(ctx, -EBADF, afio_fallocate(ctx, rdonly, 0, 0, 4096, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_fallocate(ctx, closed_fd(), 0, 0, 4096, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_fallocate(ctx, rdonly, 0, 0, 4096, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_fallocate(ctx, tu_closed_fd(), 0, 0, 4096, tu_on_done, &d));
 	afio_destroy(ctx);
 	close(rdonly);
 	close(fd);
@@ -2071,39 +1616,39 @@ END_TEST
 
 START_TEST(test_ftruncate)
 {
-	afio_ctx *ctx = new_ctx();
-	int fd = new_file(0), rdonly, sv[2];
+	afio_ctx *ctx = tu_new_ctx();
+	int fd = tu_new_file(0), rdonly, sv[2];
 	char buf[16], path[64];
 	ssize_t want;
 
 	ck_assert_int_eq(pwrite(fd, "0123456789", 10, 0), 10);
-	EXPECT(ctx, 0, afio_ftruncate(ctx, fd, 12345, tu_on_done, &d));
-	ck_assert_msg(stat_fd(fd).st_size == 12345, "ftruncate on %s: size %lld", target_name(),
-		      (long long)stat_fd(fd).st_size);
+	TU_EXPECT(ctx, 0, afio_ftruncate(ctx, fd, 12345, tu_on_done, &d));
+	ck_assert_msg(tu_stat_fd(fd).st_size == 12345, "ftruncate on %s: size %lld",
+		      tu_target_name(), (long long)tu_stat_fd(fd).st_size);
 	read_whole(fd, buf, 10, 0);
 	ck_assert(!memcmp(buf, "0123456789", 10));
 	read_whole(fd, buf, 1, 12344);
 	ck_assert_int_eq(buf[0], 0);
-	EXPECT(ctx, 0, afio_ftruncate(ctx, fd, 4, tu_on_done, &d));
-	ck_assert_int_eq(stat_fd(fd).st_size, 4);
+	TU_EXPECT(ctx, 0, afio_ftruncate(ctx, fd, 4, tu_on_done, &d));
+	ck_assert_int_eq(tu_stat_fd(fd).st_size, 4);
 	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), 4);
 	ck_assert(!memcmp(buf, "0123", 4));
-	EXPECT(ctx, 0, afio_ftruncate(ctx, fd, 0, tu_on_done, &d));
-	ck_assert_int_eq(stat_fd(fd).st_size, 0);
+	TU_EXPECT(ctx, 0, afio_ftruncate(ctx, fd, 0, tu_on_done, &d));
+	ck_assert_int_eq(tu_stat_fd(fd).st_size, 0);
 
 	/* What ftruncate(2) says for a read-only fd and a socket. */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	rdonly = open(path, O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(rdonly, 0);
-	want = sys_res(ftruncate(rdonly, 1));
+	want = tu_sys_res(ftruncate(rdonly, 1));
 	ck_assert_int_lt(want, 0);
-	EXPECT(ctx, want, afio_ftruncate(ctx, rdonly, 1, tu_on_done, &d));
+	TU_EXPECT(ctx, want, afio_ftruncate(ctx, rdonly, 1, tu_on_done, &d));
 	tu_socketpair(sv);
-	want = sys_res(ftruncate(sv[0], 1));
+	want = tu_sys_res(ftruncate(sv[0], 1));
 	ck_assert_int_lt(want, 0);
-	EXPECT(ctx, want, afio_ftruncate(ctx, sv[0], 1, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_ftruncate(ctx, closed_fd(), 1, tu_on_done, &d));
-	ck_assert_int_eq(stat_fd(fd).st_size, 0);
+	TU_EXPECT(ctx, want, afio_ftruncate(ctx, sv[0], 1, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_ftruncate(ctx, tu_closed_fd(), 1, tu_on_done, &d));
+	ck_assert_int_eq(tu_stat_fd(fd).st_size, 0);
 	afio_destroy(ctx);
 	close(rdonly);
 	close(fd);
@@ -2116,21 +1661,22 @@ START_TEST(test_sync_range)
 {
 	const unsigned all = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
 			     SYNC_FILE_RANGE_WAIT_AFTER;
-	unsigned char *bytes = random_bytes(1 << 18, 9);
-	afio_ctx *ctx = new_ctx();
-	int fd = new_file(0);
+	unsigned char *bytes = tu_random_bytes(1 << 18, 9);
+	afio_ctx *ctx = tu_new_ctx();
+	int fd = tu_new_file(0);
 	ssize_t want;
 
 	ck_assert_int_eq(pwrite(fd, bytes, 1 << 18, 0), 1 << 18);
-	EXPECT(ctx, 0, afio_sync_range(ctx, fd, 0, 1 << 17, all, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_sync_range(ctx, fd, 0, 1 << 17, all, tu_on_done, &d));
 	expect_synced(fd, 0, 1 << 17, "sync_range(WAIT_BEFORE|WRITE|WAIT_AFTER)");
-	EXPECT(ctx, 0, afio_sync_range(ctx, fd, 1 << 17, 0, SYNC_FILE_RANGE_WRITE, tu_on_done, &d));
-	EXPECT(ctx, 0, afio_sync_range(ctx, fd, 1 << 17, 0, all, tu_on_done, &d));
+	TU_EXPECT(ctx, 0,
+		  afio_sync_range(ctx, fd, 1 << 17, 0, SYNC_FILE_RANGE_WRITE, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_sync_range(ctx, fd, 1 << 17, 0, all, tu_on_done, &d));
 	expect_synced(fd, 0, 1 << 18, "sync_range to the end (length 0)");
-	want = sys_res(sync_file_range(fd, 0, 0, 0x100));
+	want = tu_sys_res(sync_file_range(fd, 0, 0, 0x100));
 	ck_assert_int_lt(want, 0);
-	EITHER(ctx, want, afio_sync_range(ctx, fd, 0, 0, 0x100, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_sync_range(ctx, closed_fd(), 0, 0, all, tu_on_done, &d));
+	TU_EITHER(ctx, want, afio_sync_range(ctx, fd, 0, 0, 0x100, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_sync_range(ctx, tu_closed_fd(), 0, 0, all, tu_on_done, &d));
 	afio_destroy(ctx);
 	close(fd);
 	free(bytes);
@@ -2141,106 +1687,111 @@ END_TEST
 
 START_TEST(test_renameat)
 {
-	afio_ctx *ctx = new_ctx();
-	struct tdir dir;
+	afio_ctx *ctx = tu_new_ctx();
+	struct tu_dir dir;
 	struct stat a, b;
 	int sub;
 
-	tdir_make(&dir);
-	put_file(dir.fd, "a", "first");
-	put_file(dir.fd, "b", "second");
+	tu_dir_make(&dir);
+	tu_put_file(dir.fd, "a", "first");
+	tu_put_file(dir.fd, "b", "second");
 	sub = make_dir(dir.fd, "sub");
 	a = stat_at(dir.fd, "a");
 	b = stat_at(dir.fd, "b");
 
 	/* Into another directory by its fd. */
-	EXPECT(ctx, 0, afio_renameat(ctx, dir.fd, "a", sub, "moved", 0, tu_on_done, &d));
-	ck_assert(!exists_at(dir.fd, "a"));
+	TU_EXPECT(ctx, 0, afio_renameat(ctx, dir.fd, "a", sub, "moved", 0, tu_on_done, &d));
+	ck_assert(!tu_exists_at(dir.fd, "a"));
 	ck_assert_int_eq(stat_at(sub, "moved").st_ino, a.st_ino);
 	/* NOREPLACE onto a name that exists: EEXIST, both left alone. */
-	EXPECT(ctx, -EEXIST, afio_renameat(ctx, sub, "moved", dir.fd, "b", RENAME_NOREPLACE,
-					   tu_on_done, &d));
+	TU_EXPECT(ctx, -EEXIST, afio_renameat(ctx, sub, "moved", dir.fd, "b", RENAME_NOREPLACE,
+					      tu_on_done, &d));
 	ck_assert_int_eq(stat_at(dir.fd, "b").st_ino, b.st_ino);
 	ck_assert_int_eq(stat_at(sub, "moved").st_ino, a.st_ino);
 	/* EXCHANGE swaps them. */
-	EXPECT(ctx, 0, afio_renameat(ctx, sub, "moved", dir.fd, "b", RENAME_EXCHANGE, tu_on_done,
-				     &d));
+	TU_EXPECT(ctx, 0, afio_renameat(ctx, sub, "moved", dir.fd, "b", RENAME_EXCHANGE, tu_on_done,
+					&d));
 	ck_assert_int_eq(stat_at(dir.fd, "b").st_ino, a.st_ino);
 	ck_assert_int_eq(stat_at(sub, "moved").st_ino, b.st_ino);
 	/* Plain rename over an existing name replaces it; AT_FDCWD with
 	   absolute paths. */
-	EXPECT(ctx, 0, afio_renameat(ctx, AT_FDCWD, tdir_abs(&dir, "b"), AT_FDCWD,
-				     tdir_abs(&dir, "sub/moved"), 0, tu_on_done, &d));
-	ck_assert(!exists_at(dir.fd, "b"));
+	TU_EXPECT(ctx, 0, afio_renameat(ctx, AT_FDCWD, tdir_abs(&dir, "b"), AT_FDCWD,
+					tdir_abs(&dir, "sub/moved"), 0, tu_on_done, &d));
+	ck_assert(!tu_exists_at(dir.fd, "b"));
 	ck_assert_int_eq(stat_at(sub, "moved").st_ino, a.st_ino);
 
-	EXPECT(ctx, -ENOENT, afio_renameat(ctx, dir.fd, "missing", dir.fd, "c", 0, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_renameat(ctx, closed_fd(), "x", dir.fd, "c", 0, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_renameat(ctx, sub, "moved", closed_fd(), "c", 0, tu_on_done, &d));
-	EITHER(ctx, -EINVAL, afio_renameat(ctx, sub, "moved", dir.fd, "c",
-					   RENAME_NOREPLACE | RENAME_EXCHANGE, tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOENT,
+		  afio_renameat(ctx, dir.fd, "missing", dir.fd, "c", 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF,
+		  afio_renameat(ctx, tu_closed_fd(), "x", dir.fd, "c", 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF,
+		  afio_renameat(ctx, sub, "moved", tu_closed_fd(), "c", 0, tu_on_done, &d));
+	TU_EITHER(ctx, -EINVAL, afio_renameat(ctx, sub, "moved", dir.fd, "c",
+					      RENAME_NOREPLACE | RENAME_EXCHANGE, tu_on_done, &d));
 	ck_assert_int_eq(stat_at(sub, "moved").st_ino, a.st_ino);
 	afio_destroy(ctx);
 	close(sub);
-	tdir_remove(&dir);
+	tu_dir_remove(&dir);
 }
 END_TEST
 
 START_TEST(test_unlinkat)
 {
-	afio_ctx *ctx = new_ctx();
-	struct tdir dir;
+	afio_ctx *ctx = tu_new_ctx();
+	struct tu_dir dir;
 	int fd;
 
-	tdir_make(&dir);
-	put_file(dir.fd, "f", "x");
+	tu_dir_make(&dir);
+	tu_put_file(dir.fd, "f", "x");
 	fd = openat(dir.fd, "f", O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(fd, 0);
-	EXPECT(ctx, 0, afio_unlinkat(ctx, dir.fd, "f", 0, tu_on_done, &d));
-	ck_assert(!exists_at(dir.fd, "f"));
-	ck_assert_int_eq(stat_fd(fd).st_nlink, 0);
+	TU_EXPECT(ctx, 0, afio_unlinkat(ctx, dir.fd, "f", 0, tu_on_done, &d));
+	ck_assert(!tu_exists_at(dir.fd, "f"));
+	ck_assert_int_eq(tu_stat_fd(fd).st_nlink, 0);
 	close(fd);
 
 	ck_assert_int_eq(mkdirat(dir.fd, "d", 0700), 0);
-	put_file(dir.fd, "d/inside", "x");
-	EXPECT(ctx, -EISDIR, afio_unlinkat(ctx, dir.fd, "d", 0, tu_on_done, &d));
-	EXPECT(ctx, -ENOTEMPTY, afio_unlinkat(ctx, dir.fd, "d", AT_REMOVEDIR, tu_on_done, &d));
-	EXPECT(ctx, -ENOTDIR, afio_unlinkat(ctx, dir.fd, "d/inside", AT_REMOVEDIR, tu_on_done, &d));
-	EXPECT(ctx, 0, afio_unlinkat(ctx, AT_FDCWD, tdir_abs(&dir, "d/inside"), 0, tu_on_done, &d));
-	EXPECT(ctx, 0, afio_unlinkat(ctx, dir.fd, "d", AT_REMOVEDIR, tu_on_done, &d));
-	ck_assert(!exists_at(dir.fd, "d"));
-	EXPECT(ctx, -ENOENT, afio_unlinkat(ctx, dir.fd, "f", 0, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_unlinkat(ctx, closed_fd(), "f", 0, tu_on_done, &d));
+	tu_put_file(dir.fd, "d/inside", "x");
+	TU_EXPECT(ctx, -EISDIR, afio_unlinkat(ctx, dir.fd, "d", 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOTEMPTY, afio_unlinkat(ctx, dir.fd, "d", AT_REMOVEDIR, tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOTDIR,
+		  afio_unlinkat(ctx, dir.fd, "d/inside", AT_REMOVEDIR, tu_on_done, &d));
+	TU_EXPECT(ctx, 0,
+		  afio_unlinkat(ctx, AT_FDCWD, tdir_abs(&dir, "d/inside"), 0, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_unlinkat(ctx, dir.fd, "d", AT_REMOVEDIR, tu_on_done, &d));
+	ck_assert(!tu_exists_at(dir.fd, "d"));
+	TU_EXPECT(ctx, -ENOENT, afio_unlinkat(ctx, dir.fd, "f", 0, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_unlinkat(ctx, tu_closed_fd(), "f", 0, tu_on_done, &d));
 	/* A flag unlinkat(2) does not know. */
-	put_file(dir.fd, "g", "x");
-	EITHER(ctx, -EINVAL, afio_unlinkat(ctx, dir.fd, "g", 0x40000000, tu_on_done, &d));
-	ck_assert(exists_at(dir.fd, "g"));
+	tu_put_file(dir.fd, "g", "x");
+	TU_EITHER(ctx, -EINVAL, afio_unlinkat(ctx, dir.fd, "g", 0x40000000, tu_on_done, &d));
+	ck_assert(tu_exists_at(dir.fd, "g"));
 	afio_destroy(ctx);
-	tdir_remove(&dir);
+	tu_dir_remove(&dir);
 }
 END_TEST
 
 START_TEST(test_mkdirat)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	mode_t old_mask = umask(027);
-	struct tdir dir;
+	struct tu_dir dir;
 	struct stat st;
 
-	tdir_make(&dir);
-	EXPECT(ctx, 0, afio_mkdirat(ctx, dir.fd, "d", 0777, tu_on_done, &d));
+	tu_dir_make(&dir);
+	TU_EXPECT(ctx, 0, afio_mkdirat(ctx, dir.fd, "d", 0777, tu_on_done, &d));
 	st = stat_at(dir.fd, "d");
 	ck_assert(S_ISDIR(st.st_mode));
 	ck_assert_msg((st.st_mode & 07777) == 0750, "mkdirat on %s: mode %o (0777, umask 027)",
-		      target_name(), (unsigned)(st.st_mode & 07777));
-	EXPECT(ctx, 0, afio_mkdirat(ctx, AT_FDCWD, tdir_abs(&dir, "d/e"), 0700, tu_on_done, &d));
+		      tu_target_name(), (unsigned)(st.st_mode & 07777));
+	TU_EXPECT(ctx, 0, afio_mkdirat(ctx, AT_FDCWD, tdir_abs(&dir, "d/e"), 0700, tu_on_done, &d));
 	ck_assert(S_ISDIR(stat_at(dir.fd, "d/e").st_mode));
-	EXPECT(ctx, -EEXIST, afio_mkdirat(ctx, dir.fd, "d", 0700, tu_on_done, &d));
-	EXPECT(ctx, -ENOENT, afio_mkdirat(ctx, dir.fd, "missing/d", 0700, tu_on_done, &d));
-	EXPECT(ctx, -EBADF, afio_mkdirat(ctx, closed_fd(), "d", 0700, tu_on_done, &d));
+	TU_EXPECT(ctx, -EEXIST, afio_mkdirat(ctx, dir.fd, "d", 0700, tu_on_done, &d));
+	TU_EXPECT(ctx, -ENOENT, afio_mkdirat(ctx, dir.fd, "missing/d", 0700, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_mkdirat(ctx, tu_closed_fd(), "d", 0700, tu_on_done, &d));
 	umask(old_mask);
 	afio_destroy(ctx);
-	tdir_remove(&dir);
+	tu_dir_remove(&dir);
 }
 END_TEST
 
@@ -2248,32 +1799,32 @@ END_TEST
    directory, wherever the op runs. */
 START_TEST(test_at_fdcwd_relative)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	int cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd;
-	struct open_how how = how_of(O_RDONLY | O_CLOEXEC, 0, 0);
+	struct open_how how = tu_how_of(O_RDONLY | O_CLOEXEC, 0, 0);
 	struct statx stx;
-	struct tdir dir;
+	struct tu_dir dir;
 
-	tdir_make(&dir);
+	tu_dir_make(&dir);
 	ck_assert_int_ge(cwd, 0);
 	ck_assert_int_eq(fchdir(dir.fd), 0);
-	EXPECT(ctx, 0, afio_mkdirat(ctx, AT_FDCWD, "d", 0700, tu_on_done, &d));
-	fd = RUN_FD(ctx, afio_openat(ctx, AT_FDCWD, "d/f", O_RDWR | O_CREAT | O_CLOEXEC, 0600,
-				     tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_mkdirat(ctx, AT_FDCWD, "d", 0700, tu_on_done, &d));
+	fd = TU_RUN_FD(ctx, afio_openat(ctx, AT_FDCWD, "d/f", O_RDWR | O_CREAT | O_CLOEXEC, 0600,
+					tu_on_done, &d));
 	close(fd);
-	fd = RUN_FD(ctx, afio_openat2(ctx, AT_FDCWD, "d/f", &how, tu_on_done, &d));
+	fd = TU_RUN_FD(ctx, afio_openat2(ctx, AT_FDCWD, "d/f", &how, tu_on_done, &d));
 	close(fd);
-	EXPECT(ctx, 0, afio_statx(ctx, AT_FDCWD, "d/f", 0, STATX_INO, &stx, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_statx(ctx, AT_FDCWD, "d/f", 0, STATX_INO, &stx, tu_on_done, &d));
 	ck_assert_int_eq(stx.stx_ino, stat_at(dir.fd, "d/f").st_ino);
-	EXPECT(ctx, 0, afio_renameat(ctx, AT_FDCWD, "d/f", AT_FDCWD, "d/g", 0, tu_on_done, &d));
-	ck_assert(exists_at(dir.fd, "d/g"));
-	EXPECT(ctx, 0, afio_unlinkat(ctx, AT_FDCWD, "d/g", 0, tu_on_done, &d));
-	EXPECT(ctx, 0, afio_unlinkat(ctx, AT_FDCWD, "d", AT_REMOVEDIR, tu_on_done, &d));
-	ck_assert(!exists_at(dir.fd, "d"));
+	TU_EXPECT(ctx, 0, afio_renameat(ctx, AT_FDCWD, "d/f", AT_FDCWD, "d/g", 0, tu_on_done, &d));
+	ck_assert(tu_exists_at(dir.fd, "d/g"));
+	TU_EXPECT(ctx, 0, afio_unlinkat(ctx, AT_FDCWD, "d/g", 0, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_unlinkat(ctx, AT_FDCWD, "d", AT_REMOVEDIR, tu_on_done, &d));
+	ck_assert(!tu_exists_at(dir.fd, "d"));
 	ck_assert_int_eq(fchdir(cwd), 0);
 	close(cwd);
 	afio_destroy(ctx);
-	tdir_remove(&dir);
+	tu_dir_remove(&dir);
 }
 END_TEST
 
@@ -2295,18 +1846,19 @@ START_TEST(test_dio_align)
 	ret = afio_dio_align(fd, &al);
 	ck_assert_int_eq(statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx), 0);
 	if ((stx.stx_mask & STATX_DIOALIGN) && !stx.stx_dio_offset_align) {
-		ck_assert_msg(ret == -EOPNOTSUPP, "afio_dio_align where statx says no direct I/O: %s",
-			      res_str(ret));
+		ck_assert_msg(ret == -EOPNOTSUPP,
+			      "afio_dio_align where statx says no direct I/O: %s", tu_res_str(ret));
 		close(fd);
 		return;
 	}
-	ck_assert_msg(ret == 0, "afio_dio_align: %s", res_str(ret));
+	ck_assert_msg(ret == 0, "afio_dio_align: %s", tu_res_str(ret));
 	if (stx.stx_mask & STATX_DIOALIGN) {
 		ck_assert_int_eq(al.mem, stx.stx_dio_mem_align);
 		ck_assert_int_eq(al.offset, stx.stx_dio_offset_align);
 	}
 	ck_assert_msg(al.mem && !(al.mem & (al.mem - 1)), "mem alignment %u", al.mem);
-	ck_assert_msg(al.offset && !(al.offset & (al.offset - 1)), "offset alignment %u", al.offset);
+	ck_assert_msg(al.offset && !(al.offset & (al.offset - 1)), "offset alignment %u",
+		      al.offset);
 	/* Direct I/O at exactly that alignment works. */
 	buf = aligned_alloc(al.mem, 2 * al.offset);
 	ck_assert_ptr_nonnull(buf);
@@ -2318,8 +1870,8 @@ START_TEST(test_dio_align)
 	/* A pipe: no file system doing direct I/O. */
 	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
 	ret = afio_dio_align(p[0], &al);
-	ck_assert_msg(ret == -EOPNOTSUPP, "afio_dio_align of a pipe: %s", res_str(ret));
-	ck_assert_int_eq(afio_dio_align(closed_fd(), &al), -EBADF);
+	ck_assert_msg(ret == -EOPNOTSUPP, "afio_dio_align of a pipe: %s", tu_res_str(ret));
+	ck_assert_int_eq(afio_dio_align(tu_closed_fd(), &al), -EBADF);
 	ck_assert_int_eq(afio_dio_align(-1, &al), -EBADF);
 	ck_assert_int_eq(afio_dio_align(fd, NULL), -EINVAL);
 	close(p[0]);
@@ -2333,15 +1885,15 @@ END_TEST
 START_TEST(test_bad_arguments)
 {
 	const uint64_t too_far = (uint64_t)INT64_MAX + 1;
-	afio_ctx *ctx = new_ctx();
-	struct tdir dir;
-	int file = new_file(0), sv[2], l;
+	afio_ctx *ctx = tu_new_ctx();
+	struct tu_dir dir;
+	int file = tu_new_file(0), sv[2], l;
 	char buf[8];
 	struct iovec iov = { buf, sizeof(buf) };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct msghdr no_iov = { .msg_iov = NULL, .msg_iovlen = 1 };
 	struct msghdr many = { .msg_iov = &iov, .msg_iovlen = IOV_MAX + 1 };
-	struct open_how how = how_of(O_RDONLY, 0, 0);
+	struct open_how how = tu_how_of(O_RDONLY, 0, 0);
 	struct sockaddr_in addr;
 	struct afio_stats st;
 	struct tu_done d = { 0 };
@@ -2349,10 +1901,10 @@ START_TEST(test_bad_arguments)
 	afio_cb cb = tu_on_done;
 	int dfd;
 
-	tdir_make(&dir);
+	tu_dir_make(&dir);
 	dfd = dir.fd;
 	tu_socketpair(sv);
-	l = tcp_listener(4, false, &addr);
+	l = tu_tcp_listener(4, false, &addr);
 
 	/* accept */
 	REFUSED(-EINVAL, afio_accept(NULL, l, 0, cb, &d));
@@ -2363,7 +1915,8 @@ START_TEST(test_bad_arguments)
 	REFUSED(-EINVAL, afio_accept(ctx, l, -1, cb, &d));
 	/* connect */
 	REFUSED(-EINVAL, afio_connect(NULL, sv[0], (struct sockaddr *)&addr, sizeof(addr), cb, &d));
-	REFUSED(-EINVAL, afio_connect(ctx, sv[0], (struct sockaddr *)&addr, sizeof(addr), NULL, &d));
+	REFUSED(-EINVAL,
+		afio_connect(ctx, sv[0], (struct sockaddr *)&addr, sizeof(addr), NULL, &d));
 	REFUSED(-EINVAL, afio_connect(ctx, sv[0], NULL, sizeof(addr), cb, &d));
 	REFUSED(-EBADF, afio_connect(ctx, -1, (struct sockaddr *)&addr, sizeof(addr), cb, &d));
 	/* sendmsg, recvmsg */
@@ -2476,13 +2029,13 @@ START_TEST(test_bad_arguments)
 	ck_assert_int_eq(d.calls, 0);
 	ck_assert_int_eq(afio_stats(ctx, &st), 0);
 	ck_assert_int_eq(st.submitted, 0);
-	ck_assert(!exists_at(dfd, "a") && !exists_at(dfd, "b"));
+	ck_assert(!tu_exists_at(dfd, "a") && !tu_exists_at(dfd, "b"));
 	afio_destroy(ctx);
 	close(l);
 	close(sv[0]);
 	close(sv[1]);
 	close(file);
-	tdir_remove(&dir);
+	tu_dir_remove(&dir);
 }
 END_TEST
 
@@ -2513,19 +2066,19 @@ struct waiters {
 
 static void waiters_make(struct waiters *w, bool nonblock)
 {
-	unsigned char *bytes = random_bytes(WAIT_FILE_LEN, 99);
+	unsigned char *bytes = tu_random_bytes(WAIT_FILE_LEN, 99);
 	struct sockaddr_in addr;
 
 	memset(w, 0, sizeof(*w));
-	w->listener = tcp_listener(4, nonblock, &addr);
-	w->full_listener = full_listener(&w->full_addr, &w->queued_client);
-	w->connecting = tcp_socket(nonblock);
+	w->listener = tu_tcp_listener(4, nonblock, &addr);
+	w->full_listener = tu_full_listener(&w->full_addr, &w->queued_client);
+	w->connecting = tu_tcp_socket(nonblock);
 	tu_socketpair(w->quiet);
-	set_nonblock(w->quiet[1], nonblock);
+	tu_set_nonblock(w->quiet[1], nonblock);
 	tu_socketpair(w->full);
-	set_nonblock(w->full[0], nonblock);
+	tu_set_nonblock(w->full[0], nonblock);
 	w->filled = fill_socket(w->full[0], 'f');
-	w->file = data_file(bytes, WAIT_FILE_LEN);
+	w->file = tu_data_file(bytes, WAIT_FILE_LEN);
 	free(bytes);
 	w->iov = (struct iovec){ w->in, sizeof(w->in) };
 	w->msg = (struct msghdr){ .msg_iov = &w->iov, .msg_iovlen = 1 };
@@ -2565,12 +2118,12 @@ static void queue_waiter(afio_ctx *ctx, struct waiters *w, enum waiter which, st
 		ret = afio_sendfile(ctx, w->full[0], w->file, 0, WAIT_FILE_LEN, tu_on_done, d);
 		break;
 	case W_TIMER:
-		ret = afio_timeout(ctx, 60000 * NS_PER_MS, tu_on_done, d);
+		ret = afio_timeout(ctx, 60000 * TU_NS_PER_MS, tu_on_done, d);
 		break;
 	case W_COUNT:
 		break;
 	}
-	queued(ret, waiter_name[which]);
+	tu_queued(ret, waiter_name[which]);
 }
 
 /*
@@ -2586,32 +2139,32 @@ static void after_cancel(afio_ctx *ctx, struct waiters *w, enum waiter which)
 
 	switch (which) {
 	case W_ACCEPT:
-		addr = sock_addr(w->listener, false);
-		c = tcp_socket(false);
-		connect_to(c, &addr);
-		s = accept_now(w->listener);
-		same_addr(sock_addr(s, true), sock_addr(c, false),
-			  "the connection after a canceled accept");
+		addr = tu_sock_addr(w->listener, false);
+		c = tu_tcp_socket(false);
+		tu_connect_to(c, &addr);
+		s = tu_accept_now(w->listener);
+		tu_same_addr(tu_sock_addr(s, true), tu_sock_addr(c, false),
+			     "the connection after a canceled accept");
 		close(s);
 		close(c);
 		break;
 	case W_RECVMSG:
 		ck_assert_int_eq(write(w->quiet[0], "late", 4), 4);
-		ck_assert(wait_readable(w->quiet[1]));
+		ck_assert(tu_wait_readable(w->quiet[1]));
 		ck_assert_msg(recv(w->quiet[1], buf, sizeof(buf), MSG_DONTWAIT) == 4 &&
 			      !memcmp(buf, "late", 4),
 			      "the data after a canceled recvmsg did not stay in the socket");
 		break;
 	case W_SENDFILE: {
-		unsigned char *other = random_bytes(20000, 1234);
-		int file = data_file(other, 20000), sv[2];
+		unsigned char *other = tu_random_bytes(20000, 1234);
+		int file = tu_data_file(other, 20000), sv[2];
 
 		close(w->full[0]);
 		w->full[0] = -1;
 		expect_stream_of(w->full[1], w->filled, 'f');
 		tu_socketpair(sv);
-		sendfile_all(ctx, sv[0], file, 0, 20000);
-		expect_bytes(sv[1], other, 20000);
+		tu_sendfile_all(ctx, sv[0], file, 0, 20000);
+		tu_expect_bytes(sv[1], other, 20000);
 		close(sv[0]);
 		close(sv[1]);
 		close(file);
@@ -2625,23 +2178,23 @@ static void after_cancel(afio_ctx *ctx, struct waiters *w, enum waiter which)
 
 static void expect_canceled_once(afio_ctx *ctx, struct tu_done *d, const char *what)
 {
-	wait_once(ctx, d, what);
-	expect_eq(d->res, -ECANCELED, what);
-	no_second_callback(ctx, d, what);
+	tu_wait_once(ctx, d, what);
+	tu_expect_eq(d->res, -ECANCELED, what);
+	tu_no_second_callback(ctx, d, what);
 }
 
 /* _i: which op waits (_i / 2) on a socket with O_NONBLOCK or not (_i % 2). */
 START_TEST(test_cancel_waiting)
 {
 	enum waiter which = (enum waiter)(_i / 2);
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct tu_done d = { 0 };
 	struct afio_stats st;
 	struct waiters w;
 
 	waiters_make(&w, _i % 2);
 	queue_waiter(ctx, &w, which, &d);
-	still_waiting(ctx, &d, waiter_name[which]);
+	tu_still_waiting(ctx, &d, waiter_name[which]);
 	ck_assert_int_eq(afio_cancel(ctx, &d), 1);
 	expect_canceled_once(ctx, &d, waiter_name[which]);
 	ck_assert_int_eq(afio_cancel(ctx, &d), -ENOENT);
@@ -2649,7 +2202,7 @@ START_TEST(test_cancel_waiting)
 	ck_assert_int_eq(st.canceled, 1);
 	ck_assert_int_eq(st.in_flight, 0);
 	after_cancel(ctx, &w, which);
-	no_second_callback(ctx, &d, waiter_name[which]);
+	tu_no_second_callback(ctx, &d, waiter_name[which]);
 	afio_destroy(ctx);
 	ck_assert_int_eq(d.calls, 1);
 	waiters_close(&w);
@@ -2660,7 +2213,7 @@ END_TEST
 START_TEST(test_cancel_queued)
 {
 	enum waiter which = (enum waiter)_i;
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct tu_done d = { 0 };
 	struct waiters w;
 
@@ -2681,18 +2234,18 @@ END_TEST
 START_TEST(test_destroy_one_waiting)
 {
 	enum waiter which = (enum waiter)(_i / 4);
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct tu_done d = { 0 };
 	struct waiters w;
 
 	waiters_make(&w, _i % 2);
 	queue_waiter(ctx, &w, which, &d);
 	if (!(_i / 2 % 2))
-		still_waiting(ctx, &d, waiter_name[which]);
+		tu_still_waiting(ctx, &d, waiter_name[which]);
 	afio_destroy(ctx);
 	ck_assert_msg(d.calls == 1, "%s on %s: %d callbacks in afio_destroy()", waiter_name[which],
-		      target_name(), d.calls);
-	expect_eq(d.res, -ECANCELED, waiter_name[which]);
+		      tu_target_name(), d.calls);
+	tu_expect_eq(d.res, -ECANCELED, waiter_name[which]);
 	waiters_close(&w);
 }
 END_TEST
@@ -2701,7 +2254,7 @@ END_TEST
    only queued (_i 2, 3). */
 START_TEST(test_destroy_all_waiting)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct tu_done d[W_COUNT];
 	struct waiters w;
 
@@ -2713,14 +2266,14 @@ START_TEST(test_destroy_all_waiting)
 		ck_assert_int_ge(afio_poll(ctx, 1, 50), 0);
 		for (int i = 0; i < W_COUNT; i++)
 			ck_assert_msg(!d[i].calls, "%s on %s completed with %s", waiter_name[i],
-				      target_name(), res_str(d[i].res));
+				      tu_target_name(), tu_res_str(d[i].res));
 	}
 	afio_destroy(ctx);
 	for (int i = 0; i < W_COUNT; i++) {
 		ck_assert_msg(d[i].calls == 1, "%s on %s: %d callbacks in afio_destroy()",
-			      waiter_name[i], target_name(), d[i].calls);
+			      waiter_name[i], tu_target_name(), d[i].calls);
 		ck_assert_msg(d[i].res == -ECANCELED, "%s on %s: %s in afio_destroy()",
-			      waiter_name[i], target_name(), res_str(d[i].res));
+			      waiter_name[i], tu_target_name(), tu_res_str(d[i].res));
 	}
 	waiters_close(&w);
 }
@@ -2738,25 +2291,26 @@ END_TEST
  */
 START_TEST(test_accept_cancel_race)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct sockaddr_in addr;
-	int l = tcp_listener(RACE_ROUNDS, _i, &addr);
+	int l = tu_tcp_listener(RACE_ROUNDS, _i, &addr);
 	struct pollfd pfd = { .fd = l, .events = POLLIN };
 
 	for (int i = 0; i < RACE_ROUNDS; i++) {
 		struct tu_done d = { 0 };
-		int c = tcp_socket(false), fd;
+		int c = tu_tcp_socket(false), fd;
 
-		queued(afio_accept(ctx, l, SOCK_CLOEXEC, tu_on_done, &d), "accept");
+		tu_queued(afio_accept(ctx, l, SOCK_CLOEXEC, tu_on_done, &d), "accept");
 		ck_assert_int_ge(afio_submit(ctx), 0);
-		connect_to(c, &addr);
+		tu_connect_to(c, &addr);
 		ck_assert_int_ne(afio_cancel(ctx, &d), 0);
-		wait_once(ctx, &d, "accept canceled as a client came");
+		tu_wait_once(ctx, &d, "accept canceled as a client came");
 		if (d.res == -ECANCELED)
-			fd = accept_now(l);
+			fd = tu_accept_now(l);
 		else
-			fd = expect_fd(d.res, "accept canceled as a client came");
-		same_addr(sock_addr(fd, true), sock_addr(c, false), "the connection of this round");
+			fd = tu_expect_fd(d.res, "accept canceled as a client came");
+		tu_same_addr(tu_sock_addr(fd, true), tu_sock_addr(c, false),
+			     "the connection of this round");
 		close(fd);
 		close(c);
 	}
@@ -2770,32 +2324,32 @@ END_TEST
    they are still in the socket. */
 START_TEST(test_recvmsg_cancel_race)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	int sv[2];
 
 	tu_socketpair(sv);
-	set_nonblock(sv[1], _i);
+	tu_set_nonblock(sv[1], _i);
 	for (int i = 0; i < RACE_ROUNDS; i++) {
 		char in[8] = "", left[8] = "";
 		struct iovec iov = { in, sizeof(in) };
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 		struct tu_done d = { 0 };
 
-		queued(afio_recvmsg(ctx, sv[1], &m, 0, tu_on_done, &d), "recvmsg");
+		tu_queued(afio_recvmsg(ctx, sv[1], &m, 0, tu_on_done, &d), "recvmsg");
 		ck_assert_int_ge(afio_submit(ctx), 0);
 		ck_assert_int_eq(write(sv[0], "abcd", 4), 4);
 		ck_assert_int_ne(afio_cancel(ctx, &d), 0);
-		wait_once(ctx, &d, "recvmsg canceled as data came");
+		tu_wait_once(ctx, &d, "recvmsg canceled as data came");
 		if (d.res == -ECANCELED) {
 			ck_assert_msg(recv(sv[1], left, sizeof(left), MSG_DONTWAIT) == 4 &&
 				      !memcmp(left, "abcd", 4),
 				      "round %d on %s: a canceled recvmsg lost the bytes", i,
-				      target_name());
+				      tu_target_name());
 		} else {
-			expect_eq(d.res, 4, "recvmsg canceled as data came");
+			tu_expect_eq(d.res, 4, "recvmsg canceled as data came");
 			ck_assert(!memcmp(in, "abcd", 4));
 			ck_assert_msg(recv(sv[1], left, sizeof(left), MSG_DONTWAIT) < 0,
-				      "round %d on %s: bytes received twice", i, target_name());
+				      "round %d on %s: bytes received twice", i, tu_target_name());
 		}
 	}
 	afio_destroy(ctx);
@@ -2812,9 +2366,9 @@ END_TEST
 START_TEST(test_sendfile_cancel_race)
 {
 	enum { LEN = 65536 };
-	unsigned char *bytes = random_bytes(LEN, 31), *other = random_bytes(20000, 32);
-	int file = data_file(bytes, LEN), file2 = data_file(other, 20000);
-	afio_ctx *ctx = new_ctx();
+	unsigned char *bytes = tu_random_bytes(LEN, 31), *other = tu_random_bytes(20000, 32);
+	int file = tu_data_file(bytes, LEN), file2 = tu_data_file(other, 20000);
+	afio_ctx *ctx = tu_new_ctx();
 	unsigned canceled = 0;
 
 	for (int i = 0; i < RACE_ROUNDS; i++) {
@@ -2824,20 +2378,22 @@ START_TEST(test_sendfile_cancel_race)
 		int sv[2];
 
 		tu_socketpair(sv);
-		set_nonblock(sv[0], _i);
-		queued(afio_sendfile(ctx, sv[0], file, off, LEN - off, tu_on_done, &d), "sendfile");
+		tu_set_nonblock(sv[0], _i);
+		tu_queued(afio_sendfile(ctx, sv[0], file, off, LEN - off, tu_on_done, &d),
+			  "sendfile");
 		ck_assert_int_ge(afio_submit(ctx), 0);
 		ck_assert_int_ne(afio_cancel(ctx, &d), 0);
-		wait_once(ctx, &d, "sendfile canceled at once");
+		tu_wait_once(ctx, &d, "sendfile canceled at once");
 		if (d.res == -ECANCELED) {
 			canceled++;
 			ck_assert_msg(recv(sv[1], &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN,
 				      "round %d on %s: a canceled sendfile sent bytes", i,
-				      target_name());
+				      tu_target_name());
 		} else {
 			ck_assert_msg(d.res > 0 && d.res <= (ssize_t)(LEN - off),
-				      "round %d on %s: sendfile %s", i, target_name(), res_str(d.res));
-			expect_bytes(sv[1], bytes + off, (size_t)d.res);
+				      "round %d on %s: sendfile %s", i, tu_target_name(),
+				      tu_res_str(d.res));
+			tu_expect_bytes(sv[1], bytes + off, (size_t)d.res);
 		}
 		close(sv[0]);
 		close(sv[1]);
@@ -2846,12 +2402,13 @@ START_TEST(test_sendfile_cancel_race)
 		int sv[2];
 
 		tu_socketpair(sv);
-		sendfile_all(ctx, sv[0], file2, 0, 20000);
-		expect_bytes(sv[1], other, 20000);
+		tu_sendfile_all(ctx, sv[0], file2, 0, 20000);
+		tu_expect_bytes(sv[1], other, 20000);
 		close(sv[0]);
 		close(sv[1]);
 	}
-	printf("sendfile on %s: %u of %d canceled in time\n", target_name(), canceled, RACE_ROUNDS);
+	printf("sendfile on %s: %u of %d canceled in time\n", tu_target_name(), canceled,
+	       RACE_ROUNDS);
 	afio_destroy(ctx);
 	close(file);
 	close(file2);
@@ -2870,35 +2427,36 @@ END_TEST
 START_TEST(test_cancel_sendfile_midway)
 {
 	enum { LEN = 1 << 20 };
-	unsigned char *bytes = random_bytes(LEN, 21), *other = random_bytes(5000, 22);
-	int file = data_file(bytes, LEN), file2 = data_file(other, 5000), sv[2];
-	afio_ctx *ctx = new_ctx();
+	unsigned char *bytes = tu_random_bytes(LEN, 21), *other = tu_random_bytes(5000, 22);
+	int file = tu_data_file(bytes, LEN), file2 = tu_data_file(other, 5000), sv[2];
+	afio_ctx *ctx = tu_new_ctx();
 	struct tu_done d = { 0 };
-	struct reader r;
+	struct tu_reader r;
 
 	tu_socketpair(sv);
-	set_nonblock(sv[0], _i);
-	queued(afio_sendfile(ctx, sv[0], file, 0, LEN, tu_on_done, &d), "sendfile");
+	tu_set_nonblock(sv[0], _i);
+	tu_queued(afio_sendfile(ctx, sv[0], file, 0, LEN, tu_on_done, &d), "sendfile");
 	ck_assert_int_ge(afio_poll(ctx, 1, 50), 0);
 	if (!d.calls)
 		ck_assert_int_eq(afio_cancel(ctx, &d), 1);
-	wait_once(ctx, &d, "sendfile into a socket without room, canceled");
+	tu_wait_once(ctx, &d, "sendfile into a socket without room, canceled");
 	ck_assert_msg(d.res == -ECANCELED || (d.res > 0 && d.res < LEN),
-		      "sendfile into a socket without room on %s: %s", target_name(), res_str(d.res));
+		      "sendfile into a socket without room on %s: %s", tu_target_name(),
+		      tu_res_str(d.res));
 	/* What the peer gets is what the result says was sent. */
 	close(sv[0]);
-	reader_start(&r, sv[1], d.res > 0 ? (size_t)d.res : 0);
-	reader_join(&r);
+	tu_reader_start(&r, sv[1], d.res > 0 ? (size_t)d.res : 0);
+	tu_reader_join(&r);
 	ck_assert_msg(r.got == (d.res > 0 ? (size_t)d.res : 0),
-		      "sendfile on %s said %s, the peer got %zu bytes", target_name(),
-		      res_str(d.res), r.got);
+		      "sendfile on %s said %s, the peer got %zu bytes", tu_target_name(),
+		      tu_res_str(d.res), r.got);
 	ck_assert(!memcmp(r.buf, bytes, r.got));
 	free(r.buf);
 	close(sv[1]);
 	/* And the context's next sendfile sends only its own bytes. */
 	tu_socketpair(sv);
-	sendfile_all(ctx, sv[0], file2, 0, 5000);
-	expect_bytes(sv[1], other, 5000);
+	tu_sendfile_all(ctx, sv[0], file2, 0, 5000);
+	tu_expect_bytes(sv[1], other, 5000);
 	afio_destroy(ctx);
 	close(sv[0]);
 	close(sv[1]);
@@ -2925,7 +2483,7 @@ static void on_nop_chain(void *data, ssize_t res)
 	if (res && !c->bad)
 		c->bad = res;
 	if (--c->left > 0)
-		queued(afio_nop(c->ctx, on_nop_chain, c), "nop from its own callback");
+		tu_queued(afio_nop(c->ctx, on_nop_chain, c), "nop from its own callback");
 }
 
 /*
@@ -2936,7 +2494,7 @@ static void on_nop_chain(void *data, ssize_t res)
 START_TEST(test_nop)
 {
 	enum { ENTRIES = 16, CHAIN = 1000 };
-	afio_ctx *ctx = tu_ctx(target_backend, target_mode, ENTRIES);
+	afio_ctx *ctx = tu_ctx(tu_backend, tu_mode, ENTRIES);
 	struct tu_done d[ENTRIES], extra = { 0 };
 	struct nop_chain c = { .ctx = ctx, .left = CHAIN };
 	struct afio_stats st;
@@ -2944,30 +2502,30 @@ START_TEST(test_nop)
 
 	memset(d, 0, sizeof(d));
 	for (int i = 0; i < ENTRIES; i++)
-		queued(afio_nop(ctx, tu_on_done, &d[i]), "nop");
-	expect_eq(afio_nop(ctx, tu_on_done, &extra), -EAGAIN, "nop past entries");
+		tu_queued(afio_nop(ctx, tu_on_done, &d[i]), "nop");
+	tu_expect_eq(afio_nop(ctx, tu_on_done, &extra), -EAGAIN, "nop past entries");
 	for (int i = 0; i < ENTRIES; i++) {
-		wait_once(ctx, &d[i], "nop");
-		expect_eq(d[i].res, 0, "nop");
+		tu_wait_once(ctx, &d[i], "nop");
+		tu_expect_eq(d[i].res, 0, "nop");
 	}
 	ck_assert_int_eq(extra.calls, 0);
 
-	queued(afio_nop(ctx, on_nop_chain, &c), "nop");
-	end = now_ns() + HANG_MS * NS_PER_MS;
+	tu_queued(afio_nop(ctx, on_nop_chain, &c), "nop");
+	end = tu_now_ns() + TU_HANG_MS * TU_NS_PER_MS;
 	while (c.left > 0) {
-		ck_assert_msg(now_ns() < end, "a chain of nops on %s stopped at %d of %d",
-			      target_name(), CHAIN - c.left, CHAIN);
+		ck_assert_msg(tu_now_ns() < end, "a chain of nops on %s stopped at %d of %d",
+			      tu_target_name(), CHAIN - c.left, CHAIN);
 		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
 	}
 	ck_assert_int_eq(c.calls, CHAIN);
-	expect_eq(c.bad, 0, "a nop of the chain");
+	tu_expect_eq(c.bad, 0, "a nop of the chain");
 	ck_assert_int_eq(afio_stats(ctx, &st), 0);
 	ck_assert_uint_eq(st.in_flight, 0);
 	ck_assert_uint_eq(st.completed, ENTRIES + CHAIN);
 	ck_assert_uint_eq(st.fallbacks, 0);
 
-	expect_eq(afio_nop(NULL, tu_on_done, &extra), -EINVAL, "nop without a context");
-	expect_eq(afio_nop(ctx, NULL, &extra), -EINVAL, "nop without a callback");
+	tu_expect_eq(afio_nop(NULL, tu_on_done, &extra), -EINVAL, "nop without a context");
+	tu_expect_eq(afio_nop(ctx, NULL, &extra), -EINVAL, "nop without a callback");
 	ck_assert_int_eq(extra.calls, 0);
 	afio_destroy(ctx);
 }
@@ -2980,7 +2538,7 @@ END_TEST
  */
 START_TEST(test_nop_wakes_eventfd)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	int efd = afio_eventfd(ctx);
 	struct pollfd pfd = { .fd = efd, .events = POLLIN };
 	struct tu_done d = { 0 };
@@ -2990,17 +2548,17 @@ START_TEST(test_nop_wakes_eventfd)
 		int n;
 
 		memset(&d, 0, sizeof(d));
-		queued(afio_nop(ctx, tu_on_done, &d), "nop");
+		tu_queued(afio_nop(ctx, tu_on_done, &d), "nop");
 		ck_assert_int_ge(afio_submit(ctx), 0);
 		do
-			n = poll(&pfd, 1, HANG_MS);
+			n = poll(&pfd, 1, TU_HANG_MS);
 		while (n < 0 && errno == EINTR);
 		ck_assert_msg(n == 1, "round %d on %s: the eventfd was not readable after a nop",
-			      round, target_name());
+			      round, tu_target_name());
 		ck_assert_int_eq(d.calls, 0);
 		ck_assert_int_eq(afio_poll(ctx, 0, 0), 1);
 		ck_assert_int_eq(d.calls, 1);
-		expect_eq(d.res, 0, "nop");
+		tu_expect_eq(d.res, 0, "nop");
 		/* Nothing left to run: the eventfd is quiet again. */
 		ck_assert_int_eq(poll(&pfd, 1, 0), 0);
 	}
@@ -3013,25 +2571,25 @@ END_TEST
    nops queued runs each once. */
 START_TEST(test_nop_cancel_destroy)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 	struct tu_done d = { 0 }, q[4];
 	int n;
 
-	queued(afio_nop(ctx, tu_on_done, &d), "nop");
+	tu_queued(afio_nop(ctx, tu_on_done, &d), "nop");
 	n = afio_cancel(ctx, &d);
-	ck_assert_msg(n == 1 || n == -ENOENT, "cancel of a nop on %s: %s", target_name(),
-		      res_str(n));
-	wait_once(ctx, &d, "canceled nop");
-	expect_eq(d.res, n == 1 ? -ECANCELED : 0, "canceled nop");
+	ck_assert_msg(n == 1 || n == -ENOENT, "cancel of a nop on %s: %s", tu_target_name(),
+		      tu_res_str(n));
+	tu_wait_once(ctx, &d, "canceled nop");
+	tu_expect_eq(d.res, n == 1 ? -ECANCELED : 0, "canceled nop");
 
 	memset(q, 0, sizeof(q));
 	for (int i = 0; i < 4; i++)
-		queued(afio_nop(ctx, tu_on_done, &q[i]), "nop");
+		tu_queued(afio_nop(ctx, tu_on_done, &q[i]), "nop");
 	afio_destroy(ctx);
 	for (int i = 0; i < 4; i++) {
 		ck_assert_int_eq(q[i].calls, 1);
 		ck_assert_msg(q[i].res == 0 || q[i].res == -ECANCELED,
-			      "nop destroyed on %s: %s", target_name(), res_str(q[i].res));
+			      "nop destroyed on %s: %s", tu_target_name(), tu_res_str(q[i].res));
 	}
 }
 END_TEST
@@ -3048,14 +2606,6 @@ static const char *const every_op[] = {
 };
 #define N_OPS (sizeof(every_op) / sizeof(every_op[0]))
 
-static int op_number(const char *name)
-{
-	for (unsigned op = 0; op < afio_op_count(); op++)
-		if (afio_op_name(op) && !strcmp(afio_op_name(op), name))
-			return (int)op;
-	return -1;
-}
-
 START_TEST(test_op_names)
 {
 	unsigned n = afio_op_count();
@@ -3064,13 +2614,14 @@ START_TEST(test_op_names)
 		const char *name = afio_op_name(op);
 
 		ck_assert_msg(name && *name, "op %u has no name", op);
-		ck_assert_msg(strncmp(name, "afio_", 5), "op %u is named %s, without afio_", op, name);
+		ck_assert_msg(strncmp(name, "afio_", 5), "op %u is named %s, without afio_", op,
+			      name);
 		for (unsigned other = 0; other < op; other++)
-			ck_assert_msg(strcmp(name, afio_op_name(other)), "ops %u and %u are both %s",
-				      other, op, name);
+			ck_assert_msg(strcmp(name, afio_op_name(other)),
+				      "ops %u and %u are both %s", other, op, name);
 	}
 	for (size_t i = 0; i < N_OPS; i++)
-		ck_assert_msg(op_number(every_op[i]) >= 0, "afio_%s is not in the op table",
+		ck_assert_msg(tu_op_number(every_op[i]) >= 0, "afio_%s is not in the op table",
 			      every_op[i]);
 	ck_assert_uint_ge(n, N_OPS);
 	ck_assert_ptr_null(afio_op_name(n));
@@ -3081,7 +2632,7 @@ END_TEST
 /* One line, within len, terminated, the same answer without a buffer. */
 START_TEST(test_op_native_how)
 {
-	afio_ctx *ctx = new_ctx();
+	afio_ctx *ctx = tu_new_ctx();
 
 	for (unsigned op = 0; op < afio_op_count(); op++) {
 		char how[256], small[12];
@@ -3090,11 +2641,11 @@ START_TEST(test_op_native_how)
 		memset(how, 'x', sizeof(how));
 		native = afio_op_native(ctx, op, how, sizeof(how));
 		ck_assert_msg(native == 0 || native == 1, "afio_op_native(%s) on %s: %s",
-			      afio_op_name(op), target_name(), res_str(native));
+			      afio_op_name(op), tu_target_name(), tu_res_str(native));
 		ck_assert_msg(memchr(how, '\0', sizeof(how)), "how of %s is not terminated",
 			      afio_op_name(op));
-		ck_assert_msg(*how, "afio_op_native(%s) on %s says nothing on how", afio_op_name(op),
-			      target_name());
+		ck_assert_msg(*how, "afio_op_native(%s) on %s says nothing on how",
+			      afio_op_name(op), tu_target_name());
 		ck_assert_msg(!strchr(how, '\n'), "how of %s is more than one line: %s",
 			      afio_op_name(op), how);
 		ck_assert_int_eq(afio_op_native(ctx, op, NULL, 0), native);
@@ -3127,7 +2678,8 @@ static int kernel_has_opcode(unsigned opcode)
 	memset(&p, 0, sizeof(p));
 	fd = (int)syscall(__NR_io_uring_setup, 2, &p);
 	if (fd >= 0 && !syscall(__NR_io_uring_register, fd, IORING_REGISTER_PROBE, probe, 256))
-		ret = opcode <= probe->last_op && (probe->ops[opcode].flags & IO_URING_OP_SUPPORTED);
+		ret = opcode <= probe->last_op &&
+		      (probe->ops[opcode].flags & IO_URING_OP_SUPPORTED);
 	if (fd >= 0)
 		close(fd);
 	free(probe);
@@ -3159,11 +2711,11 @@ START_TEST(test_io_uring_native_where_kernel_has_it)
 	};
 	afio_ctx *ctx;
 
-	if (target_backend != AFIO_BACKEND_IO_URING || kernel_has_opcode(IORING_OP_NOP) < 0)
+	if (tu_backend != AFIO_BACKEND_IO_URING || kernel_has_opcode(IORING_OP_NOP) < 0)
 		return;
-	ctx = new_ctx();
+	ctx = tu_new_ctx();
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-		int op = op_number(map[i].op), has = kernel_has_opcode(map[i].opcode);
+		int op = tu_op_number(map[i].op), has = kernel_has_opcode(map[i].opcode);
 		char how[256] = "";
 		int native;
 
@@ -3171,7 +2723,7 @@ START_TEST(test_io_uring_native_where_kernel_has_it)
 		native = afio_op_native(ctx, (unsigned)op, how, sizeof(how));
 		ck_assert_msg(native == has,
 			      "%s on %s: afio_op_native %d (\"%s\"), the kernel %s opcode %u",
-			      map[i].op, target_name(), native, how, has ? "has" : "lacks",
+			      map[i].op, tu_target_name(), native, how, has ? "has" : "lacks",
 			      map[i].opcode);
 	}
 	afio_destroy(ctx);
@@ -3191,11 +2743,11 @@ START_TEST(test_libaio_pool_ops)
 	};
 	afio_ctx *ctx;
 
-	if (target_backend != AFIO_BACKEND_LIBAIO)
+	if (tu_backend != AFIO_BACKEND_LIBAIO)
 		return;
-	ctx = new_ctx();
+	ctx = tu_new_ctx();
 	for (size_t i = 0; i < sizeof(pooled) / sizeof(pooled[0]); i++) {
-		int op = op_number(pooled[i]);
+		int op = tu_op_number(pooled[i]);
 
 		ck_assert_msg(op >= 0, "afio_%s is not in the op table", pooled[i]);
 		ck_assert_msg(afio_op_native(ctx, (unsigned)op, NULL, 0) == 0,
@@ -3210,9 +2762,9 @@ START_TEST(test_threads_all_native)
 {
 	afio_ctx *ctx;
 
-	if (target_backend != AFIO_BACKEND_THREADS)
+	if (tu_backend != AFIO_BACKEND_THREADS)
 		return;
-	ctx = new_ctx();
+	ctx = tu_new_ctx();
 	for (unsigned op = 0; op < afio_op_count(); op++)
 		ck_assert_msg(afio_op_native(ctx, op, NULL, 0) == 1,
 			      "threads says it hands %s to the pool", afio_op_name(op));
@@ -3227,7 +2779,7 @@ END_TEST
  * afio_op_native()'s line says so.
  */
 struct fixture {
-	struct tdir dir;
+	struct tu_dir dir;
 	int file;		/* 64 KiB, buffered */
 	int direct;		/* 64 KiB, O_DIRECT where the file system has it */
 	unsigned char *buf;	/* aligned for direct I/O */
@@ -3239,20 +2791,20 @@ struct fixture {
 
 static void fixture_make(struct fixture *f)
 {
-	unsigned char *bytes = random_bytes(65536, 77);
+	unsigned char *bytes = tu_random_bytes(65536, 77);
 	size_t mem = 4096;
 
-	tdir_make(&f->dir);
-	put_file(f->dir.fd, "f", "fixture");
-	f->file = data_file(bytes, 65536);
+	tu_dir_make(&f->dir);
+	tu_put_file(f->dir.fd, "f", "fixture");
+	f->file = tu_data_file(bytes, 65536);
 	f->direct = tu_tmpfile(O_DIRECT);
-	f->blk = f->direct >= 0 ? direct_block(f->direct, &mem) : 0;
+	f->blk = f->direct >= 0 ? tu_direct_block(f->direct, &mem) : 0;
 	if (!f->blk) {
 		/* No direct I/O here: buffered, and libaio's reads go to the
 		   pool, which the comparison below then reports. */
 		if (f->direct >= 0)
 			close(f->direct);
-		f->direct = data_file(bytes, 65536);
+		f->direct = tu_data_file(bytes, 65536);
 		f->blk = 4096;
 	}
 	ck_assert_int_eq(ftruncate(f->direct, 65536), 0);
@@ -3260,9 +2812,9 @@ static void fixture_make(struct fixture *f)
 	ck_assert_ptr_nonnull(f->buf);
 	memset(f->buf, 'b', f->blk);
 	tu_socketpair(f->sv);
-	set_nonblock(f->sv[0], true);
-	set_nonblock(f->sv[1], true);
-	f->listener = tcp_listener(8, true, &f->addr);
+	tu_set_nonblock(f->sv[0], true);
+	tu_set_nonblock(f->sv[1], true);
+	f->listener = tu_tcp_listener(8, true, &f->addr);
 	free(bytes);
 }
 
@@ -3274,7 +2826,7 @@ static void fixture_remove(struct fixture *f)
 	close(f->sv[0]);
 	close(f->sv[1]);
 	close(f->listener);
-	tdir_remove(&f->dir);
+	tu_dir_remove(&f->dir);
 }
 
 static void drain(int fd, size_t len)
@@ -3282,19 +2834,19 @@ static void drain(int fd, size_t len)
 	char buf[256];
 
 	ck_assert(len <= sizeof(buf));
-	ck_assert(wait_readable(fd));
+	ck_assert(tu_wait_readable(fd));
 	ck_assert_int_eq(read(fd, buf, len), len);
 }
 
 static unsigned run_read(afio_ctx *ctx, struct fixture *f)
 {
-	EXPECT(ctx, f->blk, afio_read(ctx, f->direct, f->buf, f->blk, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, f->blk, afio_read(ctx, f->direct, f->buf, f->blk, 0, tu_on_done, &d));
 	return 1;
 }
 
 static unsigned run_write(afio_ctx *ctx, struct fixture *f)
 {
-	EXPECT(ctx, f->blk, afio_write(ctx, f->direct, f->buf, f->blk, f->blk, tu_on_done, &d));
+	TU_EXPECT(ctx, f->blk, afio_write(ctx, f->direct, f->buf, f->blk, f->blk, tu_on_done, &d));
 	return 1;
 }
 
@@ -3303,8 +2855,8 @@ static unsigned run_readv(afio_ctx *ctx, struct fixture *f)
 {
 	struct iovec iov = { f->buf, f->blk };
 
-	EXPECT(ctx, f->blk, afio_readv(ctx, f->direct, &iov, 1, 0, tu_on_done, &d));
-	EXPECT(ctx, f->blk, afio_readv2(ctx, f->direct, &iov, 1, 0, RWF_HIPRI, tu_on_done, &d));
+	TU_EXPECT(ctx, f->blk, afio_readv(ctx, f->direct, &iov, 1, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, f->blk, afio_readv2(ctx, f->direct, &iov, 1, 0, RWF_HIPRI, tu_on_done, &d));
 	return 2;
 }
 
@@ -3312,15 +2864,15 @@ static unsigned run_writev(afio_ctx *ctx, struct fixture *f)
 {
 	struct iovec iov = { f->buf, f->blk };
 
-	EXPECT(ctx, f->blk, afio_writev(ctx, f->direct, &iov, 1, f->blk, tu_on_done, &d));
-	EXPECT(ctx, f->blk, afio_writev2(ctx, f->direct, &iov, 1, f->blk, RWF_DSYNC, tu_on_done,
-					 &d));
+	TU_EXPECT(ctx, f->blk, afio_writev(ctx, f->direct, &iov, 1, f->blk, tu_on_done, &d));
+	TU_EXPECT(ctx, f->blk, afio_writev2(ctx, f->direct, &iov, 1, f->blk, RWF_DSYNC, tu_on_done,
+					    &d));
 	return 2;
 }
 
 static unsigned run_fsync(afio_ctx *ctx, struct fixture *f)
 {
-	EXPECT(ctx, 0, afio_fsync(ctx, f->file, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_fsync(ctx, f->file, 0, tu_on_done, &d));
 	return 1;
 }
 
@@ -3329,13 +2881,13 @@ static unsigned run_recv(afio_ctx *ctx, struct fixture *f)
 	char c;
 
 	ck_assert_int_eq(write(f->sv[0], "r", 1), 1);
-	EXPECT(ctx, 1, afio_recv(ctx, f->sv[1], &c, 1, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, 1, afio_recv(ctx, f->sv[1], &c, 1, 0, tu_on_done, &d));
 	return 1;
 }
 
 static unsigned run_send(afio_ctx *ctx, struct fixture *f)
 {
-	EXPECT(ctx, 1, afio_send(ctx, f->sv[0], "s", 1, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, 1, afio_send(ctx, f->sv[0], "s", 1, 0, tu_on_done, &d));
 	drain(f->sv[1], 1);
 	return 1;
 }
@@ -3347,7 +2899,7 @@ static unsigned run_recvmsg(afio_ctx *ctx, struct fixture *f)
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 	ck_assert_int_eq(write(f->sv[0], "r", 1), 1);
-	EXPECT(ctx, 1, afio_recvmsg(ctx, f->sv[1], &m, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, 1, afio_recvmsg(ctx, f->sv[1], &m, 0, tu_on_done, &d));
 	return 1;
 }
 
@@ -3356,28 +2908,28 @@ static unsigned run_sendmsg(afio_ctx *ctx, struct fixture *f)
 	struct iovec iov = { "m", 1 };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-	EXPECT(ctx, 1, afio_sendmsg(ctx, f->sv[0], &m, 0, tu_on_done, &d));
+	TU_EXPECT(ctx, 1, afio_sendmsg(ctx, f->sv[0], &m, 0, tu_on_done, &d));
 	drain(f->sv[1], 1);
 	return 1;
 }
 
 static unsigned run_accept(afio_ctx *ctx, struct fixture *f)
 {
-	int c = tcp_socket(false);
+	int c = tu_tcp_socket(false);
 
-	connect_to(c, &f->addr);
-	close(RUN_FD(ctx, afio_accept(ctx, f->listener, SOCK_CLOEXEC, tu_on_done, &d)));
+	tu_connect_to(c, &f->addr);
+	close(TU_RUN_FD(ctx, afio_accept(ctx, f->listener, SOCK_CLOEXEC, tu_on_done, &d)));
 	close(c);
 	return 1;
 }
 
 static unsigned run_connect(afio_ctx *ctx, struct fixture *f)
 {
-	int c = tcp_socket(true);
+	int c = tu_tcp_socket(true);
 
-	EXPECT(ctx, 0, afio_connect(ctx, c, (struct sockaddr *)&f->addr, sizeof(f->addr),
-				    tu_on_done, &d));
-	close(accept_now(f->listener));
+	TU_EXPECT(ctx, 0, afio_connect(ctx, c, (struct sockaddr *)&f->addr, sizeof(f->addr),
+				       tu_on_done, &d));
+	close(tu_accept_now(f->listener));
 	close(c);
 	return 1;
 }
@@ -3391,9 +2943,9 @@ static unsigned run_sendfile(afio_ctx *ctx, struct fixture *f)
 	   where the backend sends only cached ranges itself, a page the
 	   machine reclaimed meanwhile would send this one to the pool. */
 	ck_assert_int_eq(pwrite(f->file, fresh, sizeof(fresh), 0), (ssize_t)sizeof(fresh));
-	res = RUN(ctx, afio_sendfile(ctx, f->sv[0], f->file, 0, 100, tu_on_done, &d));
+	res = TU_RUN(ctx, afio_sendfile(ctx, f->sv[0], f->file, 0, 100, tu_on_done, &d));
 
-	ck_assert_msg(res > 0 && res <= 100, "sendfile: %s", res_str(res));
+	ck_assert_msg(res > 0 && res <= 100, "sendfile: %s", tu_res_str(res));
 	drain(f->sv[1], (size_t)res);
 	return 1;
 }
@@ -3401,21 +2953,22 @@ static unsigned run_sendfile(afio_ctx *ctx, struct fixture *f)
 static unsigned run_timeout(afio_ctx *ctx, struct fixture *f)
 {
 	(void)f;
-	EXPECT(ctx, -ETIME, afio_timeout(ctx, 1000, tu_on_done, &d));
+	TU_EXPECT(ctx, -ETIME, afio_timeout(ctx, 1000, tu_on_done, &d));
 	return 1;
 }
 
 static unsigned run_openat(afio_ctx *ctx, struct fixture *f)
 {
-	close(RUN_FD(ctx, afio_openat(ctx, f->dir.fd, "f", O_RDONLY | O_CLOEXEC, 0, tu_on_done, &d)));
+	close(TU_RUN_FD(ctx,
+			afio_openat(ctx, f->dir.fd, "f", O_RDONLY | O_CLOEXEC, 0, tu_on_done, &d)));
 	return 1;
 }
 
 static unsigned run_openat2(afio_ctx *ctx, struct fixture *f)
 {
-	struct open_how how = how_of(O_RDONLY | O_CLOEXEC, 0, RESOLVE_BENEATH);
+	struct open_how how = tu_how_of(O_RDONLY | O_CLOEXEC, 0, RESOLVE_BENEATH);
 
-	close(RUN_FD(ctx, afio_openat2(ctx, f->dir.fd, "f", &how, tu_on_done, &d)));
+	close(TU_RUN_FD(ctx, afio_openat2(ctx, f->dir.fd, "f", &how, tu_on_done, &d)));
 	return 1;
 }
 
@@ -3424,7 +2977,7 @@ static unsigned run_close(afio_ctx *ctx, struct fixture *f)
 	int fd = dup(f->file);
 
 	ck_assert_int_ge(fd, 0);
-	EXPECT(ctx, 0, afio_close(ctx, fd, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_close(ctx, fd, tu_on_done, &d));
 	return 1;
 }
 
@@ -3432,45 +2985,48 @@ static unsigned run_statx(afio_ctx *ctx, struct fixture *f)
 {
 	struct statx stx;
 
-	EXPECT(ctx, 0, afio_statx(ctx, f->dir.fd, "f", 0, STATX_BASIC_STATS, &stx, tu_on_done, &d));
+	TU_EXPECT(ctx, 0,
+		  afio_statx(ctx, f->dir.fd, "f", 0, STATX_BASIC_STATS, &stx, tu_on_done, &d));
 	return 1;
 }
 
 static unsigned run_fallocate(afio_ctx *ctx, struct fixture *f)
 {
-	EXPECT(ctx, 0, afio_fallocate(ctx, f->file, FALLOC_FL_KEEP_SIZE, 0, 65536, tu_on_done, &d));
+	TU_EXPECT(ctx, 0,
+		  afio_fallocate(ctx, f->file, FALLOC_FL_KEEP_SIZE, 0, 65536, tu_on_done, &d));
 	return 1;
 }
 
 static unsigned run_ftruncate(afio_ctx *ctx, struct fixture *f)
 {
-	EXPECT(ctx, 0, afio_ftruncate(ctx, f->file, 65536, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_ftruncate(ctx, f->file, 65536, tu_on_done, &d));
 	return 1;
 }
 
 static unsigned run_sync_range(afio_ctx *ctx, struct fixture *f)
 {
-	EXPECT(ctx, 0, afio_sync_range(ctx, f->file, 0, 0, SYNC_FILE_RANGE_WRITE, tu_on_done, &d));
+	TU_EXPECT(ctx, 0,
+		  afio_sync_range(ctx, f->file, 0, 0, SYNC_FILE_RANGE_WRITE, tu_on_done, &d));
 	return 1;
 }
 
 static unsigned run_renameat(afio_ctx *ctx, struct fixture *f)
 {
-	EXPECT(ctx, 0, afio_renameat(ctx, f->dir.fd, "f", f->dir.fd, "g", 0, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_renameat(ctx, f->dir.fd, "f", f->dir.fd, "g", 0, tu_on_done, &d));
 	ck_assert_int_eq(renameat(f->dir.fd, "g", f->dir.fd, "f"), 0);
 	return 1;
 }
 
 static unsigned run_unlinkat(afio_ctx *ctx, struct fixture *f)
 {
-	put_file(f->dir.fd, "u", "x");
-	EXPECT(ctx, 0, afio_unlinkat(ctx, f->dir.fd, "u", 0, tu_on_done, &d));
+	tu_put_file(f->dir.fd, "u", "x");
+	TU_EXPECT(ctx, 0, afio_unlinkat(ctx, f->dir.fd, "u", 0, tu_on_done, &d));
 	return 1;
 }
 
 static unsigned run_mkdirat(afio_ctx *ctx, struct fixture *f)
 {
-	EXPECT(ctx, 0, afio_mkdirat(ctx, f->dir.fd, "m", 0700, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_mkdirat(ctx, f->dir.fd, "m", 0700, tu_on_done, &d));
 	ck_assert_int_eq(unlinkat(f->dir.fd, "m", AT_REMOVEDIR), 0);
 	return 1;
 }
@@ -3478,7 +3034,7 @@ static unsigned run_mkdirat(afio_ctx *ctx, struct fixture *f)
 static unsigned run_nop(afio_ctx *ctx, struct fixture *f)
 {
 	(void)f;
-	EXPECT(ctx, 0, afio_nop(ctx, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_nop(ctx, tu_on_done, &d));
 	return 1;
 }
 
@@ -3520,16 +3076,17 @@ START_TEST(test_native_agrees_with_fallbacks)
 			if (!strcmp(runners[i].op, name))
 				run = runners[i].run;
 		ck_assert_msg(run, "no request here runs op %s: add one", name);
-		ctx = new_ctx();
+		ctx = tu_new_ctx();
 		native = afio_op_native(ctx, op, how, sizeof(how));
 		ck_assert_int_ge(native, 0);
-		before = fallbacks(ctx);
+		before = tu_fallbacks(ctx);
 		n = run(ctx, &f);
-		ck_assert_msg(fallbacks(ctx) - before == (native ? 0 : n),
+		ck_assert_msg(tu_fallbacks(ctx) - before == (native ? 0 : n),
 			      "%s on %s: afio_op_native says %d (\"%s\"), "
 			      "stats.fallbacks grew by %llu in %llu requests",
-			      name, target_name(), native, how,
-			      (unsigned long long)(fallbacks(ctx) - before), (unsigned long long)n);
+			      name, tu_target_name(), native, how,
+			      (unsigned long long)(tu_fallbacks(ctx) - before),
+			      (unsigned long long)n);
 		afio_destroy(ctx);
 	}
 	fixture_remove(&f);
@@ -3617,10 +3174,5 @@ static Suite *ops_suite(void)
 
 int main(int argc, char **argv)
 {
-	int ret;
-
-	ret = tu_parse_target(argc, argv, AFIO_BACKEND_AUTO, &target_backend, &target_mode);
-	if (ret)
-		return ret;
-	return tu_run_suite(ops_suite());
+	return tu_main(argc, argv, ops_suite);
 }
