@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The libaio backend: what goes to the kernel and what goes to the pool,
- * fsync through IOCB_CMD_FSYNC, cancel of a socket poll, and the probe when
- * a seccomp filter denies io_setup.  One mode per run (from argv).
+ * The libaio backend: what goes to the kernel and what goes to the pool
+ * (and that afio_op_native() says so), fsync through IOCB_CMD_FSYNC,
+ * cancel of a socket poll, and the probe when a seccomp filter denies
+ * io_setup.  One mode per run (from argv).
  */
 #include <check.h>
 #include <errno.h>
@@ -541,6 +542,30 @@ START_TEST(test_destroy_keeps_kernel_context)
 }
 END_TEST
 
+/*
+ * libaio keeps in the kernel only aligned O_DIRECT reads and writes, fsync
+ * and socket readiness: paths, close, statx, fallocate, ftruncate,
+ * sync_range and timers are the pool's.
+ */
+START_TEST(test_libaio_pool_ops)
+{
+	static const char *const pooled[] = {
+		"timeout", "openat", "openat2", "close", "statx", "fallocate",
+		"ftruncate", "sync_range", "renameat", "unlinkat", "mkdirat",
+	};
+	afio_ctx *ctx = new_ctx();
+
+	for (size_t i = 0; i < sizeof(pooled) / sizeof(pooled[0]); i++) {
+		int op = tu_op_number(pooled[i]);
+
+		ck_assert_msg(op >= 0, "afio_%s is not in the op table", pooled[i]);
+		ck_assert_msg(afio_op_native(ctx, (unsigned)op, NULL, 0) == 0,
+			      "libaio says it runs %s natively", pooled[i]);
+	}
+	afio_destroy(ctx);
+}
+END_TEST
+
 static Suite *libaio_suite(void)
 {
 	Suite *s = suite_create("libaio");
@@ -553,6 +578,7 @@ static Suite *libaio_suite(void)
 	tcase_add_test(direct, test_direct_misaligned);
 	tcase_add_test(direct, test_direct_extending_write);
 	tcase_add_test(direct, test_fsync_in_kernel);
+	tcase_add_test(direct, test_libaio_pool_ops);
 	tcase_add_test(sockets, test_cancel_polled_recv);
 	tcase_add_test(sockets, test_poll_rearmed);
 	if (target_mode != AFIO_MODE_ASYNC)

@@ -16,7 +16,6 @@
 #include <ftw.h>
 #include <limits.h>
 #include <linux/falloc.h>
-#include <linux/io_uring.h>
 #include <linux/openat2.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -2665,98 +2664,6 @@ START_TEST(test_op_native_how)
 }
 END_TEST
 
-/* Whether this kernel's io_uring has an opcode, by the probe the library
-   reads: 1, 0, or -1 where it cannot be asked (no io_uring here). */
-static int kernel_has_opcode(unsigned opcode)
-{
-	size_t size = sizeof(struct io_uring_probe) + 256 * sizeof(struct io_uring_probe_op);
-	struct io_uring_probe *probe = calloc(1, size);
-	struct io_uring_params p;
-	int fd, ret = -1;
-
-	ck_assert_ptr_nonnull(probe);
-	memset(&p, 0, sizeof(p));
-	fd = (int)syscall(__NR_io_uring_setup, 2, &p);
-	if (fd >= 0 && !syscall(__NR_io_uring_register, fd, IORING_REGISTER_PROBE, probe, 256))
-		ret = opcode <= probe->last_op &&
-		      (probe->ops[opcode].flags & IO_URING_OP_SUPPORTED);
-	if (fd >= 0)
-		close(fd);
-	free(probe);
-	return ret;
-}
-
-/* IORING_OP_FTRUNCATE, Linux 6.9: newer than some headers' enum. */
-#define OPCODE_FTRUNCATE 55
-
-/*
- * io_uring runs an op natively wherever the kernel has its opcode, and
- * only there (sendfile is left out: how it runs is the backend's choice).
- */
-START_TEST(test_io_uring_native_where_kernel_has_it)
-{
-	static const struct {
-		const char *op;
-		unsigned opcode;
-	} map[] = {
-		{ "accept", IORING_OP_ACCEPT }, { "connect", IORING_OP_CONNECT },
-		{ "sendmsg", IORING_OP_SENDMSG }, { "recvmsg", IORING_OP_RECVMSG },
-		{ "timeout", IORING_OP_TIMEOUT }, { "openat", IORING_OP_OPENAT },
-		{ "openat2", IORING_OP_OPENAT2 }, { "close", IORING_OP_CLOSE },
-		{ "statx", IORING_OP_STATX }, { "readv", IORING_OP_READV },
-		{ "writev", IORING_OP_WRITEV }, { "fallocate", IORING_OP_FALLOCATE },
-		{ "ftruncate", OPCODE_FTRUNCATE }, { "sync_range", IORING_OP_SYNC_FILE_RANGE },
-		{ "renameat", IORING_OP_RENAMEAT }, { "unlinkat", IORING_OP_UNLINKAT },
-		{ "mkdirat", IORING_OP_MKDIRAT },
-	};
-	afio_ctx *ctx;
-
-	if (tu_backend != AFIO_BACKEND_IO_URING || kernel_has_opcode(IORING_OP_NOP) < 0)
-		return;
-	ctx = tu_new_ctx();
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-		int op = tu_op_number(map[i].op), has = kernel_has_opcode(map[i].opcode);
-		char how[256] = "";
-		int native;
-
-		ck_assert_msg(op >= 0, "afio_%s is not in the op table", map[i].op);
-		native = afio_op_native(ctx, (unsigned)op, how, sizeof(how));
-		ck_assert_msg(native == has,
-			      "%s on %s: afio_op_native %d (\"%s\"), the kernel %s opcode %u",
-			      map[i].op, tu_target_name(), native, how, has ? "has" : "lacks",
-			      map[i].opcode);
-	}
-	afio_destroy(ctx);
-}
-END_TEST
-
-/*
- * libaio keeps in the kernel only aligned O_DIRECT reads and writes, fsync
- * and socket readiness: paths, close, statx, fallocate, ftruncate,
- * sync_range and timers are the pool's.
- */
-START_TEST(test_libaio_pool_ops)
-{
-	static const char *const pooled[] = {
-		"timeout", "openat", "openat2", "close", "statx", "fallocate",
-		"ftruncate", "sync_range", "renameat", "unlinkat", "mkdirat",
-	};
-	afio_ctx *ctx;
-
-	if (tu_backend != AFIO_BACKEND_LIBAIO)
-		return;
-	ctx = tu_new_ctx();
-	for (size_t i = 0; i < sizeof(pooled) / sizeof(pooled[0]); i++) {
-		int op = tu_op_number(pooled[i]);
-
-		ck_assert_msg(op >= 0, "afio_%s is not in the op table", pooled[i]);
-		ck_assert_msg(afio_op_native(ctx, (unsigned)op, NULL, 0) == 0,
-			      "libaio says it runs %s natively", pooled[i]);
-	}
-	afio_destroy(ctx);
-}
-END_TEST
-
 /* The threads backend is the pool: nothing is handed on. */
 START_TEST(test_threads_all_native)
 {
@@ -3157,8 +3064,6 @@ static Suite *ops_suite(void)
 	tcase_add_loop_test(cancel, test_sendfile_cancel_race, 0, 2);
 	tcase_add_test(table, test_op_names);
 	tcase_add_test(table, test_op_native_how);
-	tcase_add_test(table, test_io_uring_native_where_kernel_has_it);
-	tcase_add_test(table, test_libaio_pool_ops);
 	tcase_add_test(table, test_threads_all_native);
 	tcase_add_test(table, test_native_agrees_with_fallbacks);
 	TCase *all[] = { sockets, timers, files, args, cancel, table };
