@@ -126,6 +126,17 @@ int tu_main(int argc, char **argv, Suite *(*suite)(void))
 	return ret ? ret : tu_run_suite(suite());
 }
 
+TCase *tu_tcase(Suite *s, const char *name)
+{
+	TCase *tc = tcase_create(name);
+
+	/* Each test takes well under a second; a hang, one that a request's
+	   own bound cannot catch (inside afio_destroy()), ends at this one. */
+	tcase_set_timeout(tc, 30);
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
 afio_ctx *tu_create(struct afio_config *cfg)
 {
 	afio_ctx *ctx = NULL;

@@ -42,6 +42,10 @@ int tu_run_suite(Suite *s);
    backend), then the tests of suite(). */
 int tu_main(int argc, char **argv, Suite *(*suite)(void));
 
+/* A test case of s named name, with the timeout of a case whose tests each
+   take well under a second. */
+TCase *tu_tcase(Suite *s, const char *name);
+
 /* afio_create() of exactly cfg's backend and mode (AFIO_NO_FALLBACK is
    added); fails the test otherwise. */
 afio_ctx *tu_create(struct afio_config *cfg);
@@ -112,8 +116,9 @@ int tu_count_fds(void);
 bool tu_file_held_elsewhere(int fd);
 
 /*
- * What the tests of single ops share: each request checked against what
- * the system says, messages naming the backend and mode.
+ * What the suites of single ops share (files, paths, sockets, sendfile,
+ * timers, args, cancel, optable): each request checked against what the
+ * system says, messages naming the backend and mode.
  */
 
 #define TU_NS_PER_MS	1000000LL
