@@ -4,7 +4,8 @@
  * too, driven by the eventfd alone), the probe and AUTO under a seccomp
  * filter, the eventfd with completions pending, thread hand-over, and
  * requests routed to the thread pool when the kernel cannot say which
- * opcodes it has.  Run per mode (argv); skipped where io_uring does not
+ * opcodes it has, and afio_op_native() native exactly where the kernel
+ * has the opcode.  Run per mode (argv); skipped where io_uring does not
  * probe as available.
  */
 #include <check.h>
@@ -737,6 +738,70 @@ START_TEST(test_describe_and_no_sqpoll_by_default)
 }
 END_TEST
 
+/* Whether this kernel's io_uring has an opcode, by the probe the library
+   reads: 1, 0, or -1 where it cannot be asked (no io_uring here). */
+static int kernel_has_opcode(unsigned opcode)
+{
+	size_t size = sizeof(struct io_uring_probe) + 256 * sizeof(struct io_uring_probe_op);
+	struct io_uring_probe *probe = calloc(1, size);
+	struct io_uring_params p;
+	int fd, ret = -1;
+
+	ck_assert_ptr_nonnull(probe);
+	memset(&p, 0, sizeof(p));
+	fd = (int)syscall(__NR_io_uring_setup, 2, &p);
+	if (fd >= 0 && !syscall(__NR_io_uring_register, fd, IORING_REGISTER_PROBE, probe, 256))
+		ret = opcode <= probe->last_op && (probe->ops[opcode].flags & IO_URING_OP_SUPPORTED);
+	if (fd >= 0)
+		close(fd);
+	free(probe);
+	return ret;
+}
+
+/* IORING_OP_FTRUNCATE, Linux 6.9: newer than some headers' enum. */
+#define OPCODE_FTRUNCATE 55
+
+/*
+ * io_uring runs an op natively wherever the kernel has its opcode, and
+ * only there (sendfile is left out: how it runs is the backend's choice).
+ */
+START_TEST(test_io_uring_native_where_kernel_has_it)
+{
+	static const struct {
+		const char *op;
+		unsigned opcode;
+	} map[] = {
+		{ "accept", IORING_OP_ACCEPT }, { "connect", IORING_OP_CONNECT },
+		{ "sendmsg", IORING_OP_SENDMSG }, { "recvmsg", IORING_OP_RECVMSG },
+		{ "timeout", IORING_OP_TIMEOUT }, { "openat", IORING_OP_OPENAT },
+		{ "openat2", IORING_OP_OPENAT2 }, { "close", IORING_OP_CLOSE },
+		{ "statx", IORING_OP_STATX }, { "readv", IORING_OP_READV },
+		{ "writev", IORING_OP_WRITEV }, { "fallocate", IORING_OP_FALLOCATE },
+		{ "ftruncate", OPCODE_FTRUNCATE }, { "sync_range", IORING_OP_SYNC_FILE_RANGE },
+		{ "renameat", IORING_OP_RENAMEAT }, { "unlinkat", IORING_OP_UNLINKAT },
+		{ "mkdirat", IORING_OP_MKDIRAT },
+	};
+	afio_ctx *ctx;
+
+	if (kernel_has_opcode(IORING_OP_NOP) < 0)
+		return;
+	ctx = tu_ctx(AFIO_BACKEND_IO_URING, target_mode, 0);
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		int op = tu_op_number(map[i].op), has = kernel_has_opcode(map[i].opcode);
+		char how[256] = "";
+		int native;
+
+		ck_assert_msg(op >= 0, "afio_%s is not in the op table", map[i].op);
+		native = afio_op_native(ctx, (unsigned)op, how, sizeof(how));
+		ck_assert_msg(native == has,
+			      "%s on %s: afio_op_native %d (\"%s\"), the kernel %s opcode %u",
+			      map[i].op, tu_target_name(), native, how, has ? "has" : "lacks",
+			      map[i].opcode);
+	}
+	afio_destroy(ctx);
+}
+END_TEST
+
 static Suite *io_uring_suite(void)
 {
 	Suite *s = suite_create("io_uring");
@@ -753,6 +818,7 @@ static Suite *io_uring_suite(void)
 	tcase_add_test(rings, test_describe_and_no_sqpoll_by_default);
 	tcase_add_test(probe, test_seccomp_denies_setup);
 	tcase_add_test(probe, test_no_opcode_probe_routes_to_pool);
+	tcase_add_test(probe, test_io_uring_native_where_kernel_has_it);
 	tcase_add_test(evfd, test_eventfd_file_completion);
 	tcase_add_test(evfd, test_eventfd_socket_completion);
 	tcase_add_test(threads, test_created_on_another_thread);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The libaio backend: what goes to the kernel and what goes to the pool,
- * fsync through IOCB_CMD_FSYNC, cancel of a socket poll, and the probe when
- * a seccomp filter denies io_setup.  One mode per run (from argv).
+ * The libaio backend: what goes to the kernel and what goes to the pool
+ * (and that afio_op_native() says so), fsync through IOCB_CMD_FSYNC,
+ * cancel of a socket poll, and the probe when a seccomp filter denies
+ * io_setup.  One mode per run (from argv).
  */
 #include <check.h>
 #include <errno.h>
@@ -25,14 +26,6 @@
 #define NBLK 16u
 
 static enum afio_mode target_mode;
-
-static uint64_t fallbacks(afio_ctx *ctx)
-{
-	struct afio_stats st;
-
-	ck_assert_int_eq(afio_stats(ctx, &st), 0);
-	return st.fallbacks;
-}
 
 static afio_ctx *new_ctx(void)
 {
@@ -75,7 +68,7 @@ static unsigned char *block_buf(size_t len, unsigned char fill)
 static void rw_once(afio_ctx *ctx, bool write, int fd, void *buf, size_t len,
 		    uint64_t off, unsigned pooled)
 {
-	uint64_t fb = fallbacks(ctx);
+	uint64_t fb = tu_fallbacks(ctx);
 	struct tu_done d = { 0 };
 	int ret;
 
@@ -87,7 +80,7 @@ static void rw_once(afio_ctx *ctx, bool write, int fd, void *buf, size_t len,
 	tu_wait_done(ctx, &d);
 	ck_assert_int_eq(d.calls, 1);
 	ck_assert_int_eq(d.res, len);
-	ck_assert_uint_eq(fallbacks(ctx), fb + pooled);
+	ck_assert_uint_eq(tu_fallbacks(ctx), fb + pooled);
 }
 
 /* What the file holds, as a plain buffered read sees it. */
@@ -115,7 +108,7 @@ START_TEST(test_direct_aligned)
 
 	if (!open_pair(&fd, &dfd, NBLK * BLK))
 		goto out;
-	fb = fallbacks(ctx);
+	fb = tu_fallbacks(ctx);
 	/* One batch of writes, then one read of everything and one vectored. */
 	for (unsigned i = 0; i < NBLK; i++)
 		ck_assert_int_eq(afio_write(ctx, dfd, ref + i * BLK, BLK, (uint64_t)i * BLK,
@@ -137,7 +130,7 @@ START_TEST(test_direct_aligned)
 	ck_assert(!memcmp(back + 2 * BLK, ref + BLK, BLK));
 	ck_assert(!memcmp(back, ref + 2 * BLK, 2 * BLK));
 
-	ck_assert_uint_eq(fallbacks(ctx), fb);
+	ck_assert_uint_eq(tu_fallbacks(ctx), fb);
 	ck_assert_int_gt(afio_describe(ctx, desc, sizeof(desc)), 0);
 	ck_assert_msg(strstr(desc, "libaio: nr_events=") && strstr(desc, "dio alignment: "),
 		      "describe: %s", desc);
@@ -178,7 +171,7 @@ static void misaligned_read(afio_ctx *ctx, int dfd, unsigned char *buf, size_t l
 {
 	unsigned char *want = malloc(len);
 	struct tu_done r = { 0 };
-	uint64_t fb = fallbacks(ctx);
+	uint64_t fb = tu_fallbacks(ctx);
 	ssize_t n;
 
 	ck_assert_ptr_nonnull(want);
@@ -191,7 +184,7 @@ static void misaligned_read(afio_ctx *ctx, int dfd, unsigned char *buf, size_t l
 	ck_assert_int_eq(afio_read(ctx, dfd, buf, len, (uint64_t)off, tu_on_done, &r), 0);
 	tu_wait_done(ctx, &r);
 	ck_assert_int_eq(r.calls, 1);
-	ck_assert_uint_eq(fallbacks(ctx), fb + 1);
+	ck_assert_uint_eq(tu_fallbacks(ctx), fb + 1);
 	ck_assert_msg(r.res == n, "misaligned read: %zd, pread says %zd", r.res, n);
 	if (n > 0)
 		ck_assert(!memcmp(buf, want, (size_t)n));
@@ -278,7 +271,7 @@ START_TEST(test_fsync_in_kernel)
 		goto close;
 	}
 	rw_once(ctx, true, dfd, ref, BLK, 0, 0);
-	fb = fallbacks(ctx);
+	fb = tu_fallbacks(ctx);
 	ck_assert_int_eq(afio_fsync(ctx, dfd, 0, tu_on_done, &s), 0);
 	ck_assert_int_eq(afio_fsync(ctx, dfd, AFIO_FSYNC_DATASYNC, tu_on_done, &ds), 0);
 	tu_wait_done(ctx, &s);
@@ -286,7 +279,7 @@ START_TEST(test_fsync_in_kernel)
 	ck_assert_int_eq(s.res, 0);
 	ck_assert_int_eq(ds.res, 0);
 	ck_assert_int_eq(s.calls + ds.calls, 2);
-	ck_assert_uint_eq(fallbacks(ctx), fb);
+	ck_assert_uint_eq(tu_fallbacks(ctx), fb);
 close:
 	close(dfd);
 	close(fd);
@@ -353,7 +346,7 @@ START_TEST(test_poll_rearmed)
 	ck_assert_int_eq(r.calls, 1);
 	ck_assert_int_eq(r.res, 2);
 	ck_assert(!memcmp(in, "bc", 2));
-	ck_assert_uint_eq(fallbacks(ctx), 0);
+	ck_assert_uint_eq(tu_fallbacks(ctx), 0);
 	close(sv[0]);
 	close(sv[1]);
 out:
@@ -549,6 +542,30 @@ START_TEST(test_destroy_keeps_kernel_context)
 }
 END_TEST
 
+/*
+ * libaio keeps in the kernel only aligned O_DIRECT reads and writes, fsync
+ * and socket readiness: paths, close, statx, fallocate, ftruncate,
+ * sync_range and timers are the pool's.
+ */
+START_TEST(test_libaio_pool_ops)
+{
+	static const char *const pooled[] = {
+		"timeout", "openat", "openat2", "close", "statx", "fallocate",
+		"ftruncate", "sync_range", "renameat", "unlinkat", "mkdirat",
+	};
+	afio_ctx *ctx = new_ctx();
+
+	for (size_t i = 0; i < sizeof(pooled) / sizeof(pooled[0]); i++) {
+		int op = tu_op_number(pooled[i]);
+
+		ck_assert_msg(op >= 0, "afio_%s is not in the op table", pooled[i]);
+		ck_assert_msg(afio_op_native(ctx, (unsigned)op, NULL, 0) == 0,
+			      "libaio says it runs %s natively", pooled[i]);
+	}
+	afio_destroy(ctx);
+}
+END_TEST
+
 static Suite *libaio_suite(void)
 {
 	Suite *s = suite_create("libaio");
@@ -561,6 +578,7 @@ static Suite *libaio_suite(void)
 	tcase_add_test(direct, test_direct_misaligned);
 	tcase_add_test(direct, test_direct_extending_write);
 	tcase_add_test(direct, test_fsync_in_kernel);
+	tcase_add_test(direct, test_libaio_pool_ops);
 	tcase_add_test(sockets, test_cancel_polled_recv);
 	tcase_add_test(sockets, test_poll_rearmed);
 	if (target_mode != AFIO_MODE_ASYNC)

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sendfile on one backend in one mode (from argv): a big file over TCP
+ * byte for byte, ranges and short counts, the errors sendfile(2) gives,
+ * and no SIGPIPE from any request.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "asyncfio.h"
+#include "testutil.h"
+
+/* A connected TCP pair on loopback. */
+static void tcp_pair(int *client, int *server)
+{
+	struct sockaddr_in addr;
+	int l = tu_tcp_listener(1, false, &addr);
+
+	*client = tu_tcp_socket(false);
+	tu_connect_to(*client, &addr);
+	*server = tu_accept_now(l);
+	close(l);
+}
+
+#define BIG_FILE (4u << 20)
+
+/*
+ * A 4 MiB file over TCP loopback, in as many sendfiles as it takes, read by
+ * a thread: the peer gets the file byte for byte and nothing more, and the
+ * file position stays where it was.  _i: the socket is O_NONBLOCK.
+ */
+START_TEST(test_sendfile_tcp)
+{
+	unsigned char *bytes = tu_random_bytes(BIG_FILE, 42);
+	afio_ctx *ctx = tu_new_ctx();
+	int file = tu_data_file(bytes, BIG_FILE), client, server;
+	struct tu_reader r;
+	unsigned rounds;
+
+	tcp_pair(&client, &server);
+	if (_i)
+		tu_set_nonblock(client, true);
+	ck_assert_int_eq(lseek(file, 777, SEEK_SET), 777);
+	tu_reader_start(&r, server, BIG_FILE);
+	rounds = tu_sendfile_all(ctx, client, file, 0, BIG_FILE);
+	ck_assert_int_eq(shutdown(client, SHUT_WR), 0);
+	tu_reader_join(&r);
+	ck_assert_msg(r.got == BIG_FILE, "the peer got %zu bytes of %u (%u sendfiles)", r.got,
+		      BIG_FILE, rounds);
+	ck_assert_msg(!memcmp(r.buf, bytes, BIG_FILE), "the peer got other bytes than the file's");
+	ck_assert_msg(lseek(file, 0, SEEK_CUR) == 777,
+		      "sendfile on %s moved the file position to %lld", tu_target_name(),
+		      (long long)lseek(file, 0, SEEK_CUR));
+	afio_destroy(ctx);
+	free(r.buf);
+	free(bytes);
+	close(file);
+	close(client);
+	close(server);
+}
+END_TEST
+
+/* Ranges: from an offset, past the end (a short count), at the end (0). */
+START_TEST(test_sendfile_ranges)
+{
+	enum { LEN = 100000 };
+	unsigned char *bytes = tu_random_bytes(LEN, 7);
+	afio_ctx *ctx = tu_new_ctx();
+	int file = tu_data_file(bytes, LEN), client, server;
+
+	tcp_pair(&client, &server);
+	if (_i)
+		tu_set_nonblock(client, true);
+	tu_sendfile_all(ctx, client, file, 1000, 5000);
+	tu_expect_bytes(server, bytes + 1000, 5000);
+	/* Asked for more than is left: the rest, then 0 at the end. */
+	tu_sendfile_all(ctx, client, file, LEN - 10, 10);
+	tu_expect_bytes(server, bytes + LEN - 10, 10);
+	{
+		ssize_t res = TU_RUN(ctx, afio_sendfile(ctx, client, file, LEN - 10, 100,
+							tu_on_done, &d));
+
+		ck_assert_msg(res > 0 && res <= 10, "sendfile over the end on %s: %s",
+			      tu_target_name(), tu_res_str(res));
+		tu_expect_bytes(server, bytes + LEN - 10, (size_t)res);
+	}
+	TU_EXPECT(ctx, 0, afio_sendfile(ctx, client, file, LEN, 100, tu_on_done, &d));
+	TU_EXPECT(ctx, 0, afio_sendfile(ctx, client, file, LEN + 4096, 100, tu_on_done, &d));
+	afio_destroy(ctx);
+	free(bytes);
+	close(file);
+	close(client);
+	close(server);
+}
+END_TEST
+
+START_TEST(test_sendfile_errors)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	int file = tu_new_file(0), sv[2], other[2], wronly;
+	char path[64];
+	off_t off = 0;
+	ssize_t want;
+
+	ck_assert_int_eq(pwrite(file, "abc", 3, 0), 3);
+	tu_socketpair(sv);
+	tu_socketpair(other);
+	TU_EXPECT(ctx, -EBADF, afio_sendfile(ctx, tu_closed_fd(), file, 0, 3, tu_on_done, &d));
+	TU_EXPECT(ctx, -EBADF, afio_sendfile(ctx, sv[0], tu_closed_fd(), 0, 3, tu_on_done, &d));
+	/* A file not open for reading: EBADF, as sendfile(2) says. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", file);
+	wronly = open(path, O_WRONLY | O_CLOEXEC);
+	ck_assert_int_ge(wronly, 0);
+	want = tu_sys_res(sendfile(sv[0], wronly, &off, 3));
+	ck_assert_int_lt(want, 0);
+	TU_EXPECT(ctx, want, afio_sendfile(ctx, sv[0], wronly, 0, 3, tu_on_done, &d));
+	/* Bytes from a socket, which has no offsets: what sendfile(2) says. */
+	ck_assert_int_eq(write(other[1], "xyz", 3), 3);
+	off = 0;
+	want = tu_sys_res(sendfile(sv[0], other[0], &off, 3));
+	ck_assert_int_lt(want, 0);
+	TU_EXPECT(ctx, want, afio_sendfile(ctx, sv[0], other[0], 0, 3, tu_on_done, &d));
+	afio_destroy(ctx);
+	close(wronly);
+	close(file);
+	close(sv[0]);
+	close(sv[1]);
+	close(other[0]);
+	close(other[1]);
+}
+END_TEST
+
+static volatile sig_atomic_t sigpipes;
+
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
+
+/*
+ * "No request raises SIGPIPE" (asyncfio(7)), sendmsg without MSG_NOSIGNAL
+ * and sendfile included, where sendfile(2) itself would raise it: -EPIPE
+ * and no signal.  _i: the socket is O_NONBLOCK (tried in the caller).
+ */
+START_TEST(test_no_sigpipe)
+{
+	struct sigaction count = { .sa_handler = on_sigpipe }, old;
+	afio_ctx *ctx = tu_new_ctx();
+	struct iovec iov = { "x", 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int file = tu_new_file(0), sv[2];
+
+	ck_assert_int_eq(pwrite(file, "abc", 3, 0), 3);
+	ck_assert_int_eq(sigaction(SIGPIPE, &count, &old), 0);
+	sigpipes = 0;
+	tu_socketpair(sv);
+	tu_set_nonblock(sv[0], _i);
+	close(sv[1]);
+	TU_EXPECT(ctx, -EPIPE, afio_sendmsg(ctx, sv[0], &m, 0, tu_on_done, &d));
+	ck_assert_msg(sigpipes == 0, "sendmsg on %s raised SIGPIPE", tu_target_name());
+	TU_EXPECT(ctx, -EPIPE, afio_sendfile(ctx, sv[0], file, 0, 3, tu_on_done, &d));
+	ck_assert_msg(sigpipes == 0, "sendfile on %s raised SIGPIPE", tu_target_name());
+	ck_assert_int_eq(sigaction(SIGPIPE, &old, NULL), 0);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(file);
+}
+END_TEST
+
+static Suite *sendfile_suite(void)
+{
+	Suite *s = suite_create("sendfile");
+	TCase *sendfile = tu_tcase(s, "sendfile");
+
+	tcase_add_loop_test(sendfile, test_sendfile_tcp, 0, 2);
+	tcase_add_loop_test(sendfile, test_sendfile_ranges, 0, 2);
+	tcase_add_test(sendfile, test_sendfile_errors);
+	tcase_add_loop_test(sendfile, test_no_sigpipe, 0, 2);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	return tu_main(argc, argv, sendfile_suite);
+}
