@@ -12,9 +12,8 @@
  * mode: no worker is held by a timer.
  *
  * A socket request that has to wait is bound to its socket from then on:
- * the pool dups the fd and waits and transfers on the dup until the request
- * finishes, so the application closing the fd, and the number going to
- * another file, do not move it (io_uring holds the file the same way).
+ * it waits and transfers on the pool's hold of the socket (struct
+ * afio_sock_hold, lib/sockops.c) until it finishes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -74,9 +73,8 @@ struct slot {
 	struct afio_req *req;
 	uint8_t where;
 	bool cancel;
-	int armfd;		/* the pool's dup of the socket, once it waited */
-	bool borrowed;		/* no fd was left for a dup: armfd is r->fd */
-	bool in_set;		/* armfd is in the epoll set, maybe spent */
+	struct afio_sock_hold hold;	/* its socket, once it had to wait */
+	bool in_set;		/* hold.fd is in the epoll set, maybe spent */
 	uint8_t lane;		/* the write lane it goes through, or NO_LANE */
 	struct worker *worker;
 	uint64_t deadline;	/* W_TIMER: CLOCK_MONOTONIC ns */
@@ -291,39 +289,11 @@ static void settle(struct worker *w)
 	}
 }
 
-/* ---- the pool's own reference to a socket ---- */
-
-/*
- * Taken when r first has to wait; -errno when no fd is left, and r then
- * waits on r->fd.  Only whoever runs r (or arms it, under the lock) sets
- * armfd; finish_locked() gives it back.  The dup also makes r's epoll
- * registration its own: two requests on one fd each have one.
- */
-static int hold_socket(struct slot *s, const struct afio_req *r)
-{
-	if (s->armfd >= 0)
-		return 0;
-	s->armfd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
-	return s->armfd < 0 ? -errno : 0;
-}
-
-/*
- * With no fd left for a dup, r waits in the epoll set on r->fd itself,
- * unbound (asyncfio(7)): a worker blocked on it instead would be one fewer
- * for everything else, and enough of them would stop the pool.
- */
-static bool borrow_socket(struct slot *s, const struct afio_req *r, int err)
-{
-	if (err != -EMFILE && err != -ENFILE)
-		return false;
-	s->armfd = r->fd;
-	s->borrowed = true;
-	return true;
-}
+/* ---- the pool's hold on a socket ---- */
 
 static int sock_fd(const struct slot *s, const struct afio_req *r)
 {
-	return s->armfd >= 0 ? s->armfd : r->fd;
+	return afio_sock_hold_fd(&s->hold, r);
 }
 
 /* Closing the dup alone would leave its registration in the set while the
@@ -331,20 +301,16 @@ static int sock_fd(const struct slot *s, const struct afio_req *r)
 static void release_socket_locked(struct pool *p, struct slot *s)
 {
 	if (s->in_set)
-		epoll_ctl(p->epfd, EPOLL_CTL_DEL, s->armfd, NULL);
-	if (!s->borrowed)
-		close(s->armfd);
-	s->armfd = -1;
-	s->borrowed = false;
+		epoll_ctl(p->epfd, EPOLL_CTL_DEL, s->hold.fd, NULL);
 	s->in_set = false;
+	afio_sock_release(&s->hold);
 }
 
 static void finish_locked(struct pool *p, struct afio_req *r, ssize_t res)
 {
 	struct slot *s = slot_of(p, r);
 
-	if (s->armfd >= 0)
-		release_socket_locked(p, s);
+	release_socket_locked(p, s);
 	s->where = W_NONE;
 	s->worker = NULL;
 	r->res = s->cancel && res == -EINTR ? -ECANCELED : res;
@@ -416,7 +382,10 @@ static int start_poller_locked(struct pool *p)
 /*
  * Returns 0 when armed, else -errno (EPERM: the fd cannot be polled;
  * EMFILE or ENFILE: no fd for a dup, and r->fd itself is in the set for
- * another request already).
+ * another request already, or no longer the file it was armed on).  With
+ * no fd for a dup r waits on r->fd, unbound (asyncfio(7)): a worker
+ * blocked on it instead would be one fewer for everything else, and
+ * enough of them would stop the pool.
  */
 static int arm_locked(struct pool *p, struct afio_req *r)
 {
@@ -430,18 +399,18 @@ static int arm_locked(struct pool *p, struct afio_req *r)
 	ret = start_poller_locked(p);
 	if (ret)
 		return ret;
-	ret = hold_socket(s, r);
-	if (ret && !borrow_socket(s, r, ret))
+	ret = afio_sock_hold(&s->hold, r);
+	if (ret && !s->hold.borrowed)
 		return ret;
 	/* A one-shot registration that fired stays in the set, disabled. */
 	op = s->in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-	if (epoll_ctl(p->epfd, op, s->armfd, &ev) < 0) {
-		if (s->borrowed) {
-			s->armfd = -1;
-			s->borrowed = false;
-			return ret;
-		}
-		return -errno;
+	if (epoll_ctl(p->epfd, op, s->hold.fd, &ev) < 0) {
+		if (!s->hold.borrowed)
+			return -errno;
+		/* Not in the set now, whichever op failed. */
+		s->in_set = false;
+		afio_sock_release(&s->hold);
+		return ret;
 	}
 	s->in_set = true;
 	s->where = W_ARMED;
@@ -474,7 +443,7 @@ static void on_ready(struct pool *p, uint64_t key)
 		return;
 	}
 	s->where = W_RUNNING;
-	fd = s->armfd;
+	fd = sock_fd(s, r);
 	pthread_mutex_unlock(&p->lock);
 
 	res = afio_req_sock_nowait(r, fd);
@@ -693,7 +662,7 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
 			return n;
 		/* poll() would follow the number, not the file, after each
 		   wake-up. */
-		(void)hold_socket(s, r);
+		(void)afio_sock_hold(&s->hold, r);
 		ret = wait_ready(w, r, sock_fd(s, r));
 		if (ret)
 			return afio_partial(r->progress, ret);
@@ -921,8 +890,7 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		afio_engine_take(e, r);
 		s->req = r;
 		s->cancel = false;
-		s->armfd = -1;
-		s->borrowed = false;
+		afio_sock_hold_init(&s->hold);
 		s->in_set = false;
 		s->lane = NO_LANE;
 		n++;
@@ -1150,10 +1118,8 @@ static void threads_exit(struct afio_engine *e)
 /*
  * A child of fork() has none of the workers or the poller.  They may have
  * held the lock or waited on the semaphore when the copy was taken, so
- * neither is touched.  The dups of armed sockets stay open (they are O_CLOEXEC): a
- * slot copied while the poller held the lock may name one it had already
- * closed, a number the child may since have reused.  The other fds live as
- * long as the pool.
+ * neither is touched, and the slots' socket holds are left open (why: at
+ * afio_sock_hold()).  The other fds live as long as the pool.
  */
 static void threads_forget(struct afio_engine *e)
 {

@@ -134,6 +134,35 @@ unsigned afio_ctx_entries(const struct afio_ctx *ctx);
 /* Counts a request that finished at once, in the caller (stats.nowait). */
 void afio_count_nowait(struct afio_ctx *ctx);
 
+/* ---- lib/sockops.c: a waiting socket request's hold on its socket ---- */
+
+/* The rules (who owns it, when it goes, fork) are at afio_sock_hold(). */
+struct afio_sock_hold {
+	int fd;		/* what the request waits and transfers on; -1: nothing */
+	int borrowed;	/* 0: fd is a dup; -EMFILE or -ENFILE: none could be
+			   made, and fd is r->fd itself */
+};
+
+static inline void afio_sock_hold_init(struct afio_sock_hold *h)
+{
+	h->fd = -1;
+	h->borrowed = 0;
+}
+
+/* Binds r to its socket, once: 0 when h holds a dup, h->borrowed when it
+   waits on r->fd, another -errno (r->fd is not open) when h holds
+   nothing. */
+int afio_sock_hold(struct afio_sock_hold *h, const struct afio_req *r);
+
+/* The fd to wait and transfer on: the held one, else r->fd. */
+static inline int afio_sock_hold_fd(const struct afio_sock_hold *h, const struct afio_req *r)
+{
+	return h->fd >= 0 ? h->fd : r->fd;
+}
+
+/* Closes the dup, if any; h holds nothing after. */
+void afio_sock_release(struct afio_sock_hold *h);
+
 /* ---- lib/dio.c: what O_DIRECT needs ---- */
 
 #define AFIO_LBS_CACHE 8
