@@ -935,7 +935,7 @@ static void threads_reap(struct afio_engine *e)
 }
 
 /* The next finished request writes the eventfd again. */
-static void threads_arm(struct afio_engine *e)
+static void threads_expect_wakeup(struct afio_engine *e)
 {
 	struct pool *p = e->priv;
 
@@ -1182,7 +1182,7 @@ const struct afio_backend_ops afio_backend_threads = {
 	.forget = threads_forget,
 	.submit = threads_submit,
 	.reap = threads_reap,
-	.arm = threads_arm,
+	.expect_wakeup = threads_expect_wakeup,
 	.cancel = threads_cancel,
 	.describe = threads_describe,
 	.op_native = threads_op_native,

@@ -79,7 +79,7 @@ struct afio_backend_ops {
 	/* Optional: the owner is about to rely on the eventfd (to sleep on it,
 	   or because the application watches it): the next completion must
 	   make it readable.  Engines whose every completion does need none. */
-	void (*arm)(struct afio_engine *e);
+	void (*expect_wakeup)(struct afio_engine *e);
 
 	/* Optional: block up to timeout_ms (-1: no limit) until reap would find
 	   something.  Without it the core waits on the context's eventfd. */
