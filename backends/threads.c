@@ -4,8 +4,8 @@
  * send what their kernel interface cannot do asynchronously.
  *
  * Workers take requests from one locked queue.  Sockets that would block are
- * armed (one-shot) in an epoll set watched by a poller thread, so no worker
- * is held while a peer is silent.  Finished requests go on a locked list; one
+ * watched (one-shot) in an epoll set by a poller thread, so no worker is
+ * held while a peer is silent.  Finished requests go on a locked list; one
  * atomic flag merges the eventfd writes, so a burst costs one write.
  *
  * Timers wait in a deadline heap that the poller also watches, in every
@@ -65,7 +65,7 @@ enum where {
 	W_QUEUED,	/* waiting for a worker */
 	W_LANE,		/* waiting behind its lane's head */
 	W_RUNNING,	/* a worker or the poller is doing it */
-	W_ARMED,	/* socket waiting for readiness in the epoll set */
+	W_WATCHED,	/* socket waiting for readiness in the epoll set */
 	W_TIMER,	/* in the deadline heap */
 };
 
@@ -120,7 +120,7 @@ static struct slot *slot_of(struct pool *p, const struct afio_req *r)
 	return &p->slots[r->index];
 }
 
-static uint64_t arm_key(const struct afio_req *r)
+static uint64_t watch_key(const struct afio_req *r)
 {
 	return (uint64_t)r->index << 32 | r->gen;
 }
@@ -296,21 +296,21 @@ static int sock_fd(const struct slot *s, const struct afio_req *r)
 	return afio_sock_hold_fd(&s->hold, r);
 }
 
-/* Closing the dup alone would leave its registration in the set while the
-   application's fd keeps the socket open. */
-static void release_socket_locked(struct pool *p, struct slot *s)
+/* Before the hold goes: closing the dup alone would leave its registration
+   in the set while the application's fd keeps the socket open. */
+static void unwatch_locked(struct pool *p, struct slot *s)
 {
 	if (s->in_set)
 		epoll_ctl(p->epfd, EPOLL_CTL_DEL, s->hold.fd, NULL);
 	s->in_set = false;
-	afio_sock_release(&s->hold);
 }
 
 static void finish_locked(struct pool *p, struct afio_req *r, ssize_t res)
 {
 	struct slot *s = slot_of(p, r);
 
-	release_socket_locked(p, s);
+	unwatch_locked(p, s);
+	afio_sock_release(&s->hold);
 	s->where = W_NONE;
 	s->worker = NULL;
 	r->res = s->cancel && res == -EINTR ? -ECANCELED : res;
@@ -380,19 +380,19 @@ static int start_poller_locked(struct pool *p)
 }
 
 /*
- * Returns 0 when armed, else -errno (EPERM: the fd cannot be polled;
+ * Returns 0 when watched, else -errno (EPERM: the fd cannot be polled;
  * EMFILE or ENFILE: no fd for a dup, and r->fd itself is in the set for
- * another request already, or no longer the file it was armed on).  With
+ * another request already, or no longer the file it was watched on).  With
  * no fd for a dup r waits on r->fd, unbound (asyncfio(7)): a worker
  * blocked on it instead would be one fewer for everything else, and
  * enough of them would stop the pool.
  */
-static int arm_locked(struct pool *p, struct afio_req *r)
+static int watch_locked(struct pool *p, struct afio_req *r)
 {
 	struct slot *s = slot_of(p, r);
 	struct epoll_event ev = {
 		.events = (uint32_t)afio_op_descs[r->op].events | EPOLLONESHOT,
-		.data.u64 = arm_key(r),
+		.data.u64 = watch_key(r),
 	};
 	int ret, op;
 
@@ -413,7 +413,7 @@ static int arm_locked(struct pool *p, struct afio_req *r)
 		return ret;
 	}
 	s->in_set = true;
-	s->where = W_ARMED;
+	s->where = W_WATCHED;
 	s->worker = NULL;
 	return 0;
 }
@@ -428,7 +428,7 @@ static void on_ready(struct pool *p, uint64_t key)
 
 	pthread_mutex_lock(&p->lock);
 	s = &p->slots[index];
-	r = s->where == W_ARMED ? s->req : NULL;
+	r = s->where == W_WATCHED ? s->req : NULL;
 	if (!r || r->gen != (uint32_t)key) {
 		pthread_mutex_unlock(&p->lock);
 		return;
@@ -452,7 +452,7 @@ static void on_ready(struct pool *p, uint64_t key)
 	if (res == -EAGAIN && !s->cancel) {
 		/* Not ready after all: wait again, in a worker if the epoll
 		   set cannot take it now. */
-		if (arm_locked(p, r)) {
+		if (watch_locked(p, r)) {
 			s->where = W_QUEUED;
 			afio_reqq_push(&p->work, r);
 			wake_idle_locked(p, 1);
@@ -669,7 +669,7 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
 	}
 }
 
-static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
+static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *watched)
 {
 	struct pool *p = w->pool;
 	struct slot *s = slot_of(p, r);
@@ -682,15 +682,15 @@ static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
 	if (n != -EAGAIN)
 		return n;
 	pthread_mutex_lock(&p->lock);
-	ret = s->cancel ? -ECANCELED : arm_locked(p, r);
-	*armed = !ret;
+	ret = s->cancel ? -ECANCELED : watch_locked(p, r);
+	*watched = !ret;
 	pthread_mutex_unlock(&p->lock);
 	/* No fd at all to wait on without a worker: an error, not a worker
 	   held for as long as the peer is silent. */
 	if (ret == -EMFILE || ret == -ENFILE)
 		return afio_partial(r->progress, ret);
 	/* Not pollable or canceled: wait here after all. */
-	return *armed ? 0 : sock_wait_xfer(w, r);
+	return *watched ? 0 : sock_wait_xfer(w, r);
 }
 
 static ssize_t perform_file(struct worker *w, struct afio_req *r)
@@ -724,11 +724,11 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 	return file_rw(r, &r->progress, 0);
 }
 
-static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
+static ssize_t perform(struct worker *w, struct afio_req *r, bool *watched)
 {
 	switch (afio_op_kind(r->op)) {
 	case AFIO_KIND_SOCKET:
-		return perform_socket(w, r, armed);
+		return perform_socket(w, r, watched);
 	case AFIO_KIND_FILE_RW:
 		return perform_file(w, r);
 	default:
@@ -764,7 +764,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	struct pool *p = w->pool;
 	struct afio_req *r = NULL;
-	bool armed, running_low;
+	bool watched, running_low;
 	unsigned pending;
 	uint8_t lane;
 	ssize_t res;
@@ -792,13 +792,13 @@ static void *worker_main(void *arg)
 		if (running_low || (w->owes_signal && now_ns() - w->owed_since >= TELL_WITHIN_NS))
 			settle(w);
 
-		armed = false;
-		res = perform(w, r, &armed);
+		watched = false;
+		res = perform(w, r, &watched);
 
-		if (!armed && !w->owes_signal)
+		if (!watched && !w->owes_signal)
 			w->owed_since = now_ns();
 		pthread_mutex_lock(&p->lock);
-		if (!armed) {
+		if (!watched) {
 			finish_locked(p, r, res);
 			w->owes_signal = true;
 		}
@@ -819,7 +819,7 @@ static void *worker_main(void *arg)
 /* ---- INLINE: a first try in the caller ---- */
 
 /* The mode policy, for what INLINE tries in the caller: true when r was
-   finished or armed here, false when a worker must do it. */
+   finished or watched here, false when a worker must do it. */
 static bool try_inline(struct pool *p, struct afio_req *r, struct afio_fd_memo *m)
 {
 	ssize_t n;
@@ -838,7 +838,7 @@ static bool try_inline(struct pool *p, struct afio_req *r, struct afio_fd_memo *
 		n = afio_req_sock_nowait(r, r->fd);
 		if (n == -EAGAIN) {
 			pthread_mutex_lock(&p->lock);
-			ret = arm_locked(p, r);
+			ret = watch_locked(p, r);
 			pthread_mutex_unlock(&p->lock);
 			return !ret;
 		}
@@ -968,7 +968,7 @@ static void threads_cancel(struct afio_engine *e, struct afio_req *r)
 		afio_reqq_remove(&p->lanes[s->lane].waiting, r);
 		finish_locked(p, r, afio_req_stopped(r, -ECANCELED));
 		break;
-	case W_ARMED:
+	case W_WATCHED:
 		finish_locked(p, r, afio_partial(r->progress, -ECANCELED));
 		break;
 	case W_TIMER:
