@@ -104,7 +104,7 @@ extern const struct afio_backend_ops afio_backend_threads;
 extern const struct afio_backend_ops *const afio_backends[];
 
 /* The ops for b, or NULL when b was not built in. */
-const struct afio_backend_ops *afio_backend_ops(enum afio_backend b);
+const struct afio_backend_ops *afio_backend_find(enum afio_backend b);
 
 /* ---- what the core offers backends ---- */
 
