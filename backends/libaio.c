@@ -23,9 +23,8 @@
  * MSG_WAITALL wants more, the poll is armed again.  Every iocb carries the
  * context's eventfd (IOCB_FLAG_RESFD), and reap takes events without
  * blocking.  A poll's reference to the socket ends with the poll, so a
- * request that waits holds a dup of the fd and polls and transfers on that
- * until it finishes: the application closing the fd, and the number going
- * to another file, do not move it (io_uring holds the file the same way).
+ * request that waits holds its socket (struct afio_sock_hold,
+ * lib/sockops.c) and polls and transfers on that until it finishes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -62,7 +61,7 @@ struct slot {
 	struct afio_req *req;
 	uint8_t kind;
 	uint8_t where;
-	int sockfd;		/* dup of a waiting socket request's fd, or -1 */
+	struct afio_sock_hold hold;	/* a waiting socket request's */
 };
 
 struct laio {
@@ -164,31 +163,9 @@ static void prep_sync(struct slot *s, const struct afio_req *r)
 	s->kind = K_SYNC;
 }
 
-/* ---- the backend's own reference to a waiting socket ---- */
-
-/* Without an fd for the dup the request waits on r->fd, unbound; a closed
-   fd fails the same way either way, in io_submit(). */
-static void hold_socket(struct slot *s, const struct afio_req *r)
-{
-	s->sockfd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
-}
-
-static int sock_fd(const struct slot *s, const struct afio_req *r)
-{
-	return s->sockfd >= 0 ? s->sockfd : r->fd;
-}
-
-static void release_socket(struct slot *s)
-{
-	if (s->sockfd >= 0) {
-		close(s->sockfd);
-		s->sockfd = -1;
-	}
-}
-
 static void prep_poll(struct slot *s, const struct afio_req *r)
 {
-	io_prep_poll(&s->iocb, sock_fd(s, r), afio_op_descs[r->op].events);
+	io_prep_poll(&s->iocb, afio_sock_hold_fd(&s->hold, r), afio_op_descs[r->op].events);
 	s->kind = K_POLL;
 }
 
@@ -249,7 +226,9 @@ static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *
 		afio_count_nowait(r->ctx);
 		return R_DONE;
 	}
-	hold_socket(s, r);
+	/* Holding nothing, it polls r->fd: a closed fd then fails in
+	   io_submit(), as it would have failed the try. */
+	(void)afio_sock_hold(&s->hold, r);
 	prep_poll(s, r);
 	return R_KERNEL;
 }
@@ -291,7 +270,7 @@ static void refused(struct afio_engine *e, struct afio_req *r, int err)
 	bool ours = r->engine == e;
 	uint8_t kind = s->kind;
 
-	release_socket(s);
+	afio_sock_release(&s->hold);
 	s->where = W_IDLE;
 	s->kind = K_NONE;
 	/* EINVAL: this file system or kernel lacks the command; EAGAIN with
@@ -370,7 +349,7 @@ static void give_back(struct laio *a, struct afio_reqq *q, struct afio_req **req
 		      unsigned from, unsigned n)
 {
 	while (n > from) {
-		release_socket(slot_of(a, reqs[--n]));
+		afio_sock_release(&slot_of(a, reqs[--n])->hold);
 		afio_reqq_push_front(q, reqs[n]);
 	}
 }
@@ -422,16 +401,16 @@ static void poll_ready(struct laio *a, struct afio_req *r, long mask)
 	ssize_t res;
 
 	if (r->cancel) {
-		release_socket(s);
+		afio_sock_release(&s->hold);
 		afio_req_done(r, afio_partial(r->progress, -ECANCELED));
 		return;
 	}
 	if (mask < 0)
 		res = afio_partial(r->progress, mask);
 	else
-		res = afio_req_sock_nowait(r, sock_fd(s, r));
+		res = afio_req_sock_nowait(r, afio_sock_hold_fd(&s->hold, r));
 	if (res != -EAGAIN) {
-		release_socket(s);
+		afio_sock_release(&s->hold);
 		afio_req_done(r, res);
 		return;
 	}
@@ -547,7 +526,7 @@ static void libaio_cancel(struct afio_engine *e, struct afio_req *r)
 
 	if (s->where == W_PENDING) {
 		afio_reqq_remove(&a->pending, r);
-		release_socket(s);
+		afio_sock_release(&s->hold);
 		s->where = W_IDLE;
 		s->kind = K_NONE;
 		afio_req_done(r, afio_partial(r->progress, -ECANCELED));
@@ -791,7 +770,7 @@ static int libaio_init(struct afio_engine *e, const struct afio_config *cfg,
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < n; i++)
-		a->slots[i].sockfd = -1;
+		afio_sock_hold_init(&a->slots[i].hold);
 	ret = setup_io(n, &a->io, reason, len);
 	if (ret) {
 		free_laio(a);
@@ -810,16 +789,13 @@ static void libaio_exit(struct afio_engine *e)
 /* An AIO context belongs to the memory map that set it up: a child of
    fork() has no mapping of its ring and its io_destroy() would not find
    it.  The parent's requests go on there; here go only this process's
-   memory and its copies of the sockets' dups. */
+   memory and its copies of the socket holds (why: at afio_sock_hold()). */
 static void libaio_forget(struct afio_engine *e)
 {
 	struct laio *a = e->priv;
 
-	/* Only the owner thread, the one that forked, touches the slots: the
-	   dups of waiting sockets are this process's copies, and left open
-	   they would keep the parent's connections open after it closed them. */
 	for (unsigned i = 0; i < a->nr_events; i++)
-		release_socket(&a->slots[i]);
+		afio_sock_release(&a->slots[i].hold);
 	free_laio_mem(a);
 	e->priv = NULL;
 }

@@ -4,17 +4,16 @@
  * send what their kernel interface cannot do asynchronously.
  *
  * Workers take requests from one locked queue.  Sockets that would block are
- * armed (one-shot) in an epoll set watched by a poller thread, so no worker
- * is held while a peer is silent.  Finished requests go on a locked list; one
+ * watched (one-shot) in an epoll set by a poller thread, so no worker is
+ * held while a peer is silent.  Finished requests go on a locked list; one
  * atomic flag merges the eventfd writes, so a burst costs one write.
  *
  * Timers wait in a deadline heap that the poller also watches, in every
  * mode: no worker is held by a timer.
  *
  * A socket request that has to wait is bound to its socket from then on:
- * the pool dups the fd and waits and transfers on the dup until the request
- * finishes, so the application closing the fd, and the number going to
- * another file, do not move it (io_uring holds the file the same way).
+ * it waits and transfers on the pool's hold of the socket (struct
+ * afio_sock_hold, lib/sockops.c) until it finishes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -66,7 +65,7 @@ enum where {
 	W_QUEUED,	/* waiting for a worker */
 	W_LANE,		/* waiting behind its lane's head */
 	W_RUNNING,	/* a worker or the poller is doing it */
-	W_ARMED,	/* socket waiting for readiness in the epoll set */
+	W_WATCHED,	/* socket waiting for readiness in the epoll set */
 	W_TIMER,	/* in the deadline heap */
 };
 
@@ -74,9 +73,8 @@ struct slot {
 	struct afio_req *req;
 	uint8_t where;
 	bool cancel;
-	int armfd;		/* the pool's dup of the socket, once it waited */
-	bool borrowed;		/* no fd was left for a dup: armfd is r->fd */
-	bool in_set;		/* armfd is in the epoll set, maybe spent */
+	struct afio_sock_hold hold;	/* its socket, once it had to wait */
+	bool in_set;		/* hold.fd is in the epoll set, maybe spent */
 	uint8_t lane;		/* the write lane it goes through, or NO_LANE */
 	struct worker *worker;
 	uint64_t deadline;	/* W_TIMER: CLOCK_MONOTONIC ns */
@@ -122,7 +120,7 @@ static struct slot *slot_of(struct pool *p, const struct afio_req *r)
 	return &p->slots[r->index];
 }
 
-static uint64_t arm_key(const struct afio_req *r)
+static uint64_t watch_key(const struct afio_req *r)
 {
 	return (uint64_t)r->index << 32 | r->gen;
 }
@@ -291,51 +289,19 @@ static void settle(struct worker *w)
 	}
 }
 
-/* ---- the pool's own reference to a socket ---- */
-
-/*
- * Taken when r first has to wait; -errno when no fd is left, and r then
- * waits on r->fd.  Only whoever runs r (or arms it, under the lock) sets
- * armfd; finish_locked() gives it back.  The dup also makes r's epoll
- * registration its own: two requests on one fd each have one.
- */
-static int hold_socket(struct slot *s, const struct afio_req *r)
-{
-	if (s->armfd >= 0)
-		return 0;
-	s->armfd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
-	return s->armfd < 0 ? -errno : 0;
-}
-
-/*
- * With no fd left for a dup, r waits in the epoll set on r->fd itself,
- * unbound (asyncfio(7)): a worker blocked on it instead would be one fewer
- * for everything else, and enough of them would stop the pool.
- */
-static bool borrow_socket(struct slot *s, const struct afio_req *r, int err)
-{
-	if (err != -EMFILE && err != -ENFILE)
-		return false;
-	s->armfd = r->fd;
-	s->borrowed = true;
-	return true;
-}
+/* ---- the pool's hold on a socket ---- */
 
 static int sock_fd(const struct slot *s, const struct afio_req *r)
 {
-	return s->armfd >= 0 ? s->armfd : r->fd;
+	return afio_sock_hold_fd(&s->hold, r);
 }
 
-/* Closing the dup alone would leave its registration in the set while the
-   application's fd keeps the socket open. */
-static void release_socket_locked(struct pool *p, struct slot *s)
+/* Before the hold goes: closing the dup alone would leave its registration
+   in the set while the application's fd keeps the socket open. */
+static void unwatch_locked(struct pool *p, struct slot *s)
 {
 	if (s->in_set)
-		epoll_ctl(p->epfd, EPOLL_CTL_DEL, s->armfd, NULL);
-	if (!s->borrowed)
-		close(s->armfd);
-	s->armfd = -1;
-	s->borrowed = false;
+		epoll_ctl(p->epfd, EPOLL_CTL_DEL, s->hold.fd, NULL);
 	s->in_set = false;
 }
 
@@ -343,8 +309,8 @@ static void finish_locked(struct pool *p, struct afio_req *r, ssize_t res)
 {
 	struct slot *s = slot_of(p, r);
 
-	if (s->armfd >= 0)
-		release_socket_locked(p, s);
+	unwatch_locked(p, s);
+	afio_sock_release(&s->hold);
 	s->where = W_NONE;
 	s->worker = NULL;
 	r->res = s->cancel && res == -EINTR ? -ECANCELED : res;
@@ -414,37 +380,40 @@ static int start_poller_locked(struct pool *p)
 }
 
 /*
- * Returns 0 when armed, else -errno (EPERM: the fd cannot be polled;
+ * Returns 0 when watched, else -errno (EPERM: the fd cannot be polled;
  * EMFILE or ENFILE: no fd for a dup, and r->fd itself is in the set for
- * another request already).
+ * another request already, or no longer the file it was watched on).  With
+ * no fd for a dup r waits on r->fd, unbound (asyncfio(7)): a worker
+ * blocked on it instead would be one fewer for everything else, and
+ * enough of them would stop the pool.
  */
-static int arm_locked(struct pool *p, struct afio_req *r)
+static int watch_locked(struct pool *p, struct afio_req *r)
 {
 	struct slot *s = slot_of(p, r);
 	struct epoll_event ev = {
 		.events = (uint32_t)afio_op_descs[r->op].events | EPOLLONESHOT,
-		.data.u64 = arm_key(r),
+		.data.u64 = watch_key(r),
 	};
 	int ret, op;
 
 	ret = start_poller_locked(p);
 	if (ret)
 		return ret;
-	ret = hold_socket(s, r);
-	if (ret && !borrow_socket(s, r, ret))
+	ret = afio_sock_hold(&s->hold, r);
+	if (ret && !s->hold.borrowed)
 		return ret;
 	/* A one-shot registration that fired stays in the set, disabled. */
 	op = s->in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-	if (epoll_ctl(p->epfd, op, s->armfd, &ev) < 0) {
-		if (s->borrowed) {
-			s->armfd = -1;
-			s->borrowed = false;
-			return ret;
-		}
-		return -errno;
+	if (epoll_ctl(p->epfd, op, s->hold.fd, &ev) < 0) {
+		if (!s->hold.borrowed)
+			return -errno;
+		/* Not in the set now, whichever op failed. */
+		s->in_set = false;
+		afio_sock_release(&s->hold);
+		return ret;
 	}
 	s->in_set = true;
-	s->where = W_ARMED;
+	s->where = W_WATCHED;
 	s->worker = NULL;
 	return 0;
 }
@@ -459,7 +428,7 @@ static void on_ready(struct pool *p, uint64_t key)
 
 	pthread_mutex_lock(&p->lock);
 	s = &p->slots[index];
-	r = s->where == W_ARMED ? s->req : NULL;
+	r = s->where == W_WATCHED ? s->req : NULL;
 	if (!r || r->gen != (uint32_t)key) {
 		pthread_mutex_unlock(&p->lock);
 		return;
@@ -474,7 +443,7 @@ static void on_ready(struct pool *p, uint64_t key)
 		return;
 	}
 	s->where = W_RUNNING;
-	fd = s->armfd;
+	fd = sock_fd(s, r);
 	pthread_mutex_unlock(&p->lock);
 
 	res = afio_req_sock_nowait(r, fd);
@@ -483,7 +452,7 @@ static void on_ready(struct pool *p, uint64_t key)
 	if (res == -EAGAIN && !s->cancel) {
 		/* Not ready after all: wait again, in a worker if the epoll
 		   set cannot take it now. */
-		if (arm_locked(p, r)) {
+		if (watch_locked(p, r)) {
 			s->where = W_QUEUED;
 			afio_reqq_push(&p->work, r);
 			wake_idle_locked(p, 1);
@@ -693,14 +662,14 @@ static ssize_t sock_wait_xfer(struct worker *w, struct afio_req *r)
 			return n;
 		/* poll() would follow the number, not the file, after each
 		   wake-up. */
-		(void)hold_socket(s, r);
+		(void)afio_sock_hold(&s->hold, r);
 		ret = wait_ready(w, r, sock_fd(s, r));
 		if (ret)
 			return afio_partial(r->progress, ret);
 	}
 }
 
-static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
+static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *watched)
 {
 	struct pool *p = w->pool;
 	struct slot *s = slot_of(p, r);
@@ -714,15 +683,15 @@ static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *armed)
 	if (n != -EAGAIN)
 		return n;
 	pthread_mutex_lock(&p->lock);
-	ret = s->cancel ? -ECANCELED : arm_locked(p, r);
-	*armed = !ret;
+	ret = s->cancel ? -ECANCELED : watch_locked(p, r);
+	*watched = !ret;
 	pthread_mutex_unlock(&p->lock);
 	/* No fd at all to wait on without a worker: an error, not a worker
 	   held for as long as the peer is silent. */
 	if (ret == -EMFILE || ret == -ENFILE)
 		return afio_partial(r->progress, ret);
 	/* Not pollable or canceled: wait here after all. */
-	return *armed ? 0 : sock_wait_xfer(w, r);
+	return *watched ? 0 : sock_wait_xfer(w, r);
 }
 
 static ssize_t perform_file(struct worker *w, struct afio_req *r)
@@ -758,11 +727,11 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 	return file_rw(r, &r->progress, 0);
 }
 
-static ssize_t perform(struct worker *w, struct afio_req *r, bool *armed)
+static ssize_t perform(struct worker *w, struct afio_req *r, bool *watched)
 {
 	switch (afio_op_kind(r->op)) {
 	case AFIO_KIND_SOCKET:
-		return perform_socket(w, r, armed);
+		return perform_socket(w, r, watched);
 	case AFIO_KIND_FILE_RW:
 		return perform_file(w, r);
 	default:
@@ -798,7 +767,7 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	struct pool *p = w->pool;
 	struct afio_req *r = NULL;
-	bool armed, running_low;
+	bool watched, running_low;
 	unsigned pending;
 	uint8_t lane;
 	ssize_t res;
@@ -826,13 +795,13 @@ static void *worker_main(void *arg)
 		if (running_low || (w->owes_signal && now_ns() - w->owed_since >= TELL_WITHIN_NS))
 			settle(w);
 
-		armed = false;
-		res = perform(w, r, &armed);
+		watched = false;
+		res = perform(w, r, &watched);
 
-		if (!armed && !w->owes_signal)
+		if (!watched && !w->owes_signal)
 			w->owed_since = now_ns();
 		pthread_mutex_lock(&p->lock);
-		if (!armed) {
+		if (!watched) {
 			finish_locked(p, r, res);
 			w->owes_signal = true;
 		}
@@ -850,10 +819,10 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* ---- INLINE: a first try in the caller ---- */
+/* ---- a first try in the caller ---- */
 
-/* What the route tries in the caller: true when r was finished or armed
-   here, false when a worker must do it. */
+/* What the route tries in the caller: true when r was finished or
+   watched here, false when a worker must do it. */
 static bool try_inline(struct pool *p, struct afio_req *r, struct afio_fd_memo *m)
 {
 	ssize_t n;
@@ -872,7 +841,7 @@ static bool try_inline(struct pool *p, struct afio_req *r, struct afio_fd_memo *
 		n = afio_req_sock_nowait(r, r->fd);
 		if (n == -EAGAIN) {
 			pthread_mutex_lock(&p->lock);
-			ret = arm_locked(p, r);
+			ret = watch_locked(p, r);
 			pthread_mutex_unlock(&p->lock);
 			return !ret;
 		}
@@ -924,8 +893,7 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 		afio_engine_take(e, r);
 		s->req = r;
 		s->cancel = false;
-		s->armfd = -1;
-		s->borrowed = false;
+		afio_sock_hold_init(&s->hold);
 		s->in_set = false;
 		s->lane = NO_LANE;
 		n++;
@@ -970,7 +938,7 @@ static void threads_reap(struct afio_engine *e)
 }
 
 /* The next finished request writes the eventfd again. */
-static void threads_arm(struct afio_engine *e)
+static void threads_expect_wakeup(struct afio_engine *e)
 {
 	struct pool *p = e->priv;
 
@@ -1003,7 +971,7 @@ static void threads_cancel(struct afio_engine *e, struct afio_req *r)
 		afio_reqq_remove(&p->lanes[s->lane].waiting, r);
 		finish_locked(p, r, afio_req_stopped(r, -ECANCELED));
 		break;
-	case W_ARMED:
+	case W_WATCHED:
 		finish_locked(p, r, afio_partial(r->progress, -ECANCELED));
 		break;
 	case W_TIMER:
@@ -1153,10 +1121,8 @@ static void threads_exit(struct afio_engine *e)
 /*
  * A child of fork() has none of the workers or the poller.  They may have
  * held the lock or waited on the semaphore when the copy was taken, so
- * neither is touched.  The dups of armed sockets stay open (they are O_CLOEXEC): a
- * slot copied while the poller held the lock may name one it had already
- * closed, a number the child may since have reused.  The other fds live as
- * long as the pool.
+ * neither is touched, and the slots' socket holds are left open (why: at
+ * afio_sock_hold()).  The other fds live as long as the pool.
  */
 static void threads_forget(struct afio_engine *e)
 {
@@ -1191,7 +1157,7 @@ const struct afio_backend_ops afio_backend_threads = {
 	.forget = threads_forget,
 	.submit = threads_submit,
 	.reap = threads_reap,
-	.arm = threads_arm,
+	.expect_wakeup = threads_expect_wakeup,
 	.cancel = threads_cancel,
 	.describe = threads_describe,
 };

@@ -22,7 +22,7 @@ const struct afio_backend_ops *const afio_backends[] = {
 	NULL,
 };
 
-const struct afio_backend_ops *afio_backend_ops(enum afio_backend b)
+const struct afio_backend_ops *afio_backend_find(enum afio_backend b)
 {
 	for (const struct afio_backend_ops *const *o = afio_backends; *o; o++)
 		if ((*o)->id == b)
@@ -170,7 +170,7 @@ int afio_select_backend(struct afio_ctx *ctx)
 	int ret = -ENOTSUP;
 
 	if (want != AFIO_BACKEND_AUTO) {
-		ops = afio_backend_ops(want);
+		ops = afio_backend_find(want);
 		if (ops)
 			ret = try_backend(ctx, ops);
 		else
@@ -209,7 +209,7 @@ int afio_probe(enum afio_backend b, char *reason, size_t reason_len)
 		afio_reason(reason, reason_len, "no such backend (%d)", (int)b);
 		return -EINVAL;
 	}
-	ops = afio_backend_ops(b);
+	ops = afio_backend_find(b);
 	if (!ops) {
 		not_built(b, reason, reason_len);
 		return -ENOTSUP;

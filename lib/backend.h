@@ -76,7 +76,7 @@ struct afio_backend_ops {
 	/* Optional: the owner is about to rely on the eventfd (to sleep on it,
 	   or because the application watches it): the next completion must
 	   make it readable.  Engines whose every completion does need none. */
-	void (*arm)(struct afio_engine *e);
+	void (*expect_wakeup)(struct afio_engine *e);
 
 	/* Optional: block up to timeout_ms (-1: no limit) until reap would find
 	   something.  Without it the core waits on the context's eventfd. */
@@ -101,7 +101,7 @@ extern const struct afio_backend_ops afio_backend_threads;
 extern const struct afio_backend_ops *const afio_backends[];
 
 /* The ops for b, or NULL when b was not built in. */
-const struct afio_backend_ops *afio_backend_ops(enum afio_backend b);
+const struct afio_backend_ops *afio_backend_find(enum afio_backend b);
 
 /* ---- what the core offers backends ---- */
 
@@ -134,6 +134,35 @@ unsigned afio_ctx_entries(const struct afio_ctx *ctx);
 
 /* Counts a request that finished at once, in the caller (stats.nowait). */
 void afio_count_nowait(struct afio_ctx *ctx);
+
+/* ---- lib/sockops.c: a waiting socket request's hold on its socket ---- */
+
+/* The rules (who owns it, when it goes, fork) are at afio_sock_hold(). */
+struct afio_sock_hold {
+	int fd;		/* what the request waits and transfers on; -1: nothing */
+	int borrowed;	/* 0: fd is a dup; -EMFILE or -ENFILE: none could be
+			   made, and fd is r->fd itself */
+};
+
+static inline void afio_sock_hold_init(struct afio_sock_hold *h)
+{
+	h->fd = -1;
+	h->borrowed = 0;
+}
+
+/* Binds r to its socket, once: 0 when h holds a dup, h->borrowed when it
+   waits on r->fd, another -errno (r->fd is not open) when h holds
+   nothing. */
+int afio_sock_hold(struct afio_sock_hold *h, const struct afio_req *r);
+
+/* The fd to wait and transfer on: the held one, else r->fd. */
+static inline int afio_sock_hold_fd(const struct afio_sock_hold *h, const struct afio_req *r)
+{
+	return h->fd >= 0 ? h->fd : r->fd;
+}
+
+/* Closes the dup, if any; h holds nothing after. */
+void afio_sock_release(struct afio_sock_hold *h);
 
 /* ---- lib/dio.c: what O_DIRECT needs ---- */
 

@@ -200,10 +200,10 @@ static void clear_and_reap(struct afio_ctx *ctx)
 	uint64_t v;
 
 	(void)!read(ctx->evfd, &v, sizeof(v));
-	if (ctx->primary.ops->arm)
-		ctx->primary.ops->arm(&ctx->primary);
-	if (ctx->pool.ops && ctx->pool.ops->arm)
-		ctx->pool.ops->arm(&ctx->pool);
+	if (ctx->primary.ops->expect_wakeup)
+		ctx->primary.ops->expect_wakeup(&ctx->primary);
+	if (ctx->pool.ops && ctx->pool.ops->expect_wakeup)
+		ctx->pool.ops->expect_wakeup(&ctx->pool);
 	reap_engines(ctx);
 }
 

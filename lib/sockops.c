@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "request.h"
+#include "backend.h"
 
 static ssize_t neg_errno(ssize_t n)
 {
@@ -334,4 +334,62 @@ ssize_t afio_req_sock_flagged(struct afio_req *r, int fd)
 	}
 	pthread_mutex_unlock(&nonblock_lock);
 	return n;
+}
+
+/*
+ * A poll, an epoll registration and every later try name the socket by
+ * its number, which the application may close, or give to another file,
+ * while the request waits.  So from the moment a request has to wait,
+ * the engine that owns it holds a dup and polls and transfers on that:
+ * the request stays with the open file it began on (asyncfio(7), "bound")
+ * and the file stays open until the request completes, as io_uring's
+ * reference keeps it.  The dup is also each request's own number, so two
+ * requests waiting on one socket each have their own epoll registration.
+ *
+ * The rules, for every engine that holds one:
+ * - The hold belongs to the request's engine: it is taken when the
+ *   request first has to wait and kept for every wait and try after that;
+ *   the engine releases it before the request completes, and on every
+ *   path that gives the request back unfinished (libaio's give_back()).
+ *   Whoever may change it is whoever may touch the request's slot: the
+ *   owner thread (libaio), or in the pool the thread that runs or
+ *   watches the request, under the pool's lock.
+ * - Borrowed: with no fd left for the dup (EMFILE, ENFILE) the request
+ *   waits on r->fd itself, unbound, rather than hold a pool worker; the
+ *   hold says so, and release leaves r->fd alone, as it is the
+ *   application's.
+ * - O_CLOEXEC: a program exec'd by the application does not inherit it.
+ * - fork(): the child gets a copy of every dup, for requests that go on
+ *   in the parent only.  In its forget op an engine whose holds only the
+ *   forking thread changes (libaio) closes the child's copies, which would
+ *   otherwise keep the parent's connections open after the parent closed
+ *   them.
+ *   The pool cannot: its poller or a worker may have been releasing a
+ *   hold when the copy was taken, so a slot may name a dup that is
+ *   already closed and whose number the child may reuse; those copies go
+ *   when the child exits or execs.
+ */
+int afio_sock_hold(struct afio_sock_hold *h, const struct afio_req *r)
+{
+	int fd;
+
+	if (h->fd >= 0)
+		return h->borrowed;
+	fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+	if (fd >= 0) {
+		h->fd = fd;
+		return 0;
+	}
+	if (errno != EMFILE && errno != ENFILE)
+		return -errno;
+	h->fd = r->fd;
+	h->borrowed = -errno;
+	return h->borrowed;
+}
+
+void afio_sock_release(struct afio_sock_hold *h)
+{
+	if (h->fd >= 0 && !h->borrowed)
+		close(h->fd);
+	afio_sock_hold_init(h);
 }
