@@ -27,6 +27,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,38 +108,70 @@ struct uring_op {
 	prep_fn *prep;
 };
 
+/* Where a sendfile's chain stands: its chain, a splice out, the poll
+   before one, or the chain again after a step the kernel dropped. */
+enum sf_step { SF_CHAIN, SF_OUT, SF_POLL, SF_RESTART };
+
+struct sendfile_state {
+	int pipe[2];
+	unsigned pipe_size;
+	unsigned in_pipe;	/* spliced in, not yet out */
+	int in_res;		/* the splice from the file */
+	int last_res;		/* the last splice out, or the poll */
+	uint8_t pending;	/* its SQEs in the ring */
+	uint8_t step;
+	bool lost;		/* a step the kernel dropped when its submitter exited */
+};
+
+/*
+ * What the engine keeps for one slot of the context, by its index.  The
+ * first 16 bytes are what a request's submit and completion touch, which
+ * the alignment keeps within one cache line (malloc gives 16).  The
+ * timer's timespec and the sendfile state, 44 bytes only those ops use,
+ * follow in the same 64: in an array of their own they would cost an
+ * allocation and a pointer for less than a cache line per slot.
+ */
+struct uring_slot {
+	struct afio_req *req;		/* while in the ring */
+	pid_t submitter;		/* the thread that submitted it */
+	bool cancel_queued;		/* its request is in the cancel list */
+	bool retry_armed;		/* a retry timer waits or runs */
+	bool connect_waits;		/* a connect waits for POLLOUT */
+	struct __kernel_timespec timeout;	/* a TIMEOUT's (prep_timeout()) */
+	struct sendfile_state sendfile;
+} __attribute__((aligned(16)));
+
+_Static_assert(offsetof(struct uring_slot, timeout) <= 16,
+	       "what every request touches fits the first 16 bytes of its slot");
+
+#define SPARE_PIPES		16
+
 struct uring {
 	struct io_uring ring;
-	struct afio_req **reqs;		/* by slot index, while in the ring */
-	uint64_t *cancels;		/* cancels and retry timers waiting for an SQE */
-	bool *cancel_waits;		/* by slot index: its request is in cancels */
-	bool *retry_armed;		/* by slot index: a retry timer waits or runs */
-	unsigned ncancels;
-	struct __kernel_timespec retry_after;
 	unsigned nslots;
 	unsigned flags;			/* setup flags in force */
 	unsigned cq_entries;
 	unsigned cqes_owed;		/* SQEs taken whose CQE is not yet reaped */
-	bool dropped;			/* the kernel said it dropped completions */
-	bool has_op[AFIO_OP_COUNT];
-	bool plain_op[AFIO_OP_COUNT];	/* has_op, and one SQE of any length */
-	bool has_cancel;
-	bool has_poll;
-	int write_rwf;			/* RWF_NOSIGNAL where the kernel has it */
-	enum afio_mode mode;
-	uint8_t sqe_flags[AFIO_OP_COUNT];	/* by op: mode_sqe_flags() */
 	int evfd;			/* the context's, which the kernel signals */
-	struct __kernel_timespec *timespecs;	/* by slot index: a TIMEOUT's */
-	struct sendfile_state *sendfiles;	/* by slot index */
-	struct afio_reqq next_steps;	/* sendfiles whose next SQE waits for room */
-	struct afio_reqq pipe_waiters;	/* sendfiles that wait for a pipe */
-	unsigned pipes_out;		/* pipes sendfiles hold now */
+	int write_rwf;			/* RWF_NOSIGNAL where the kernel has it */
+	bool plain_op[AFIO_OP_COUNT];	/* has_op, and one SQE of any length */
+	uint8_t sqe_flags[AFIO_OP_COUNT];	/* by op: mode_sqe_flags() */
 	struct afio_reqq again;		/* to go to the kernel again (must_go_again(),
 					   connect_goes_on()) */
-	pid_t *submitters;		/* by slot index: the thread that submitted it */
-	bool *connect_waits;		/* by slot index: a connect waits for POLLOUT */
-	int (*spare_pipes)[2];		/* emptied pipes, for the next sendfile */
+	struct afio_reqq next_steps;	/* sendfiles whose next SQE waits for room */
+	struct afio_reqq pipe_waiters;	/* sendfiles that wait for a pipe */
+	unsigned ncancels;
+	uint64_t *cancels;		/* cancels and retry timers waiting for an SQE,
+					   2 * nslots, after the slots */
+	struct __kernel_timespec retry_after;
+	bool dropped;			/* the kernel said it dropped completions */
+	bool has_op[AFIO_OP_COUNT];
+	bool has_cancel;
+	enum afio_mode mode;
+	unsigned pipes_out;		/* pipes sendfiles hold now */
 	unsigned nspare;
+	int spare_pipes[SPARE_PIPES][2];	/* emptied pipes, for the next sendfile */
+	struct uring_slot slots[];	/* nslots */
 };
 
 /* ---- setting up a ring ---- */
@@ -356,7 +389,7 @@ static uint64_t ud_of(const struct afio_req *r)
 /* Whether the request ud names is still ours in the ring. */
 static bool in_ring(const struct uring *u, uint64_t ud)
 {
-	const struct afio_req *r = u->reqs[(uint32_t)ud & UD_INDEX];
+	const struct afio_req *r = u->slots[(uint32_t)ud & UD_INDEX].req;
 
 	return r && r->gen == (uint32_t)(ud >> 32);
 }
@@ -365,9 +398,11 @@ static bool in_ring(const struct uring *u, uint64_t ud)
    request that takes the slot next. */
 static void release_slot(struct uring *u, const struct afio_req *r)
 {
-	u->reqs[r->index] = NULL;
-	u->cancel_waits[r->index] = false;
-	u->connect_waits[r->index] = false;
+	struct uring_slot *s = &u->slots[r->index];
+
+	s->req = NULL;
+	s->cancel_queued = false;
+	s->connect_waits = false;
 }
 
 static unsigned clamp_len(size_t len)
@@ -475,7 +510,7 @@ static void prep_accept(struct uring *u, struct io_uring_sqe *sqe, struct afio_r
 /* The connect, or the wait for its end (connect_goes_on()). */
 static void prep_connect(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
-	if (u->connect_waits[r->index])
+	if (u->slots[r->index].connect_waits)
 		io_uring_prep_poll_add(sqe, r->fd, POLLOUT);
 	else
 		io_uring_prep_connect(sqe, r->fd, r->addr, (socklen_t)r->len);
@@ -499,7 +534,7 @@ static void prep_recvmsg(struct uring *u, struct io_uring_sqe *sqe, struct afio_
    call that queued it. */
 static void prep_timeout(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
-	struct __kernel_timespec *ts = &u->timespecs[r->index];
+	struct __kernel_timespec *ts = &u->slots[r->index].timeout;
 
 	ts->tv_sec = (long long)(r->off / 1000000000u);
 	ts->tv_nsec = (long long)(r->off % 1000000000u);
@@ -687,7 +722,7 @@ static bool cancel_is_stale(struct uring *u, uint64_t ud)
 	if (in_ring(u, ud))
 		return false;
 	if (ud & UD_RETRY)
-		u->retry_armed[(uint32_t)ud & UD_INDEX] = false;
+		u->slots[(uint32_t)ud & UD_INDEX].retry_armed = false;
 	return true;
 }
 
@@ -700,7 +735,7 @@ static void prep_cancel(struct uring *u, struct io_uring_sqe *sqe, uint64_t ud)
 	}
 	io_uring_prep_cancel64(sqe, ud, 0);
 	io_uring_sqe_set_data64(sqe, ud | UD_CANCEL);
-	u->cancel_waits[(uint32_t)ud & UD_INDEX] = false;
+	u->slots[(uint32_t)ud & UD_INDEX].cancel_queued = false;
 }
 
 /* Turns waiting cancels and retry timers into SQEs, oldest first; those
@@ -779,7 +814,7 @@ static bool must_go_again(const struct uring *u, const struct afio_req *r, ssize
 	if (afio_is_restart_code(res))
 		return true;
 	return res == -ECANCELED && !(u->flags & IORING_SETUP_SQPOLL) &&
-	       r->op != AFIO_OP_TIMEOUT && u->submitters[r->index] != self_tid();
+	       r->op != AFIO_OP_TIMEOUT && u->slots[r->index].submitter != self_tid();
 }
 
 /* ---- sendfile: file -> pipe -> socket, all in the kernel ---- */
@@ -796,21 +831,8 @@ static bool must_go_again(const struct uring *u, const struct afio_req *r, ssize
  * Pipes cost two fds each: a few empty ones are kept, and a sendfile that
  * finds none to be had waits for one another sendfile gives back.
  */
-enum sf_step { SF_CHAIN, SF_OUT, SF_POLL, SF_RESTART };
-
-struct sendfile_state {
-	int pipe[2];
-	unsigned pipe_size;
-	unsigned in_pipe;	/* spliced in, not yet out */
-	int in_res;		/* the splice from the file */
-	int last_res;		/* the last splice out, or the poll */
-	uint8_t pending;	/* its SQEs in the ring */
-	uint8_t step;
-	bool lost;		/* a step the kernel dropped when its submitter exited */
-};
 
 #define SENDFILE_PIPE_SIZE	(1u << 20)
-#define SPARE_PIPES		16
 
 static int get_pipe(struct uring *u, struct sendfile_state *sf)
 {
@@ -855,7 +877,7 @@ static void put_pipe(struct uring *u, struct sendfile_state *sf)
 /* What a cancel of r must name: a chain is canceled at its head. */
 static uint64_t cancel_target(const struct uring *u, const struct afio_req *r)
 {
-	const struct sendfile_state *sf = &u->sendfiles[r->index];
+	const struct sendfile_state *sf = &u->slots[r->index].sendfile;
 
 	if (r->op == AFIO_OP_SENDFILE && sf->step == SF_CHAIN && sf->pending == 2)
 		return ud_of(r) | UD_SPLICE_IN;
@@ -881,7 +903,7 @@ static void sendfile_clear(struct sendfile_state *sf)
    result never exceeds the length asked for. */
 static bool sendfile_start(struct uring *u, struct afio_req *r)
 {
-	struct sendfile_state *sf = &u->sendfiles[r->index];
+	struct sendfile_state *sf = &u->slots[r->index].sendfile;
 	size_t left = r->len - r->progress;
 	struct io_uring_sqe *in, *out;
 	unsigned n;
@@ -906,10 +928,10 @@ static bool sendfile_start(struct uring *u, struct afio_req *r)
    the SQ is full. */
 static bool sendfile_step(struct uring *u, struct afio_req *r)
 {
-	struct sendfile_state *sf = &u->sendfiles[r->index];
+	struct sendfile_state *sf = &u->slots[r->index].sendfile;
 	struct io_uring_sqe *sqe;
 
-	u->submitters[r->index] = self_tid();
+	u->slots[r->index].submitter = self_tid();
 	if (sf->step == SF_RESTART)
 		return sendfile_start(u, r);
 	sqe = get_sqe(u);
@@ -930,9 +952,9 @@ static void push_next_steps(struct uring *u)
 
 	while ((r = u->next_steps.head) && sendfile_step(u, r))
 		afio_reqq_pop(&u->next_steps);
-	while ((r = u->pipe_waiters.head) && !get_pipe(u, &u->sendfiles[r->index])) {
+	while ((r = u->pipe_waiters.head) && !get_pipe(u, &u->slots[r->index].sendfile)) {
 		if (!sendfile_start(u, r)) {
-			put_pipe(u, &u->sendfiles[r->index]);
+			put_pipe(u, &u->slots[r->index].sendfile);
 			break;
 		}
 		afio_reqq_pop(&u->pipe_waiters);
@@ -944,20 +966,21 @@ static void push_next_steps(struct uring *u)
 static bool wait_for_pipe(struct afio_engine *e, struct afio_req *r)
 {
 	struct uring *u = e->priv;
+	struct uring_slot *s = &u->slots[r->index];
 
 	if (!u->pipes_out)
 		return false;
 	afio_engine_take(e, r);
-	u->reqs[r->index] = r;
-	u->submitters[r->index] = self_tid();
-	sendfile_clear(&u->sendfiles[r->index]);
+	s->req = r;
+	s->submitter = self_tid();
+	sendfile_clear(&s->sendfile);
 	afio_reqq_push(&u->pipe_waiters, r);
 	return true;
 }
 
 static void sendfile_finish(struct uring *u, struct afio_req *r)
 {
-	struct sendfile_state *sf = &u->sendfiles[r->index];
+	struct sendfile_state *sf = &u->slots[r->index].sendfile;
 	ssize_t res;
 
 	if (r->progress)
@@ -982,7 +1005,7 @@ static void sendfile_finish(struct uring *u, struct afio_req *r)
    unless the request was canceled or the socket failed. */
 static void sendfile_next(struct uring *u, struct afio_req *r)
 {
-	struct sendfile_state *sf = &u->sendfiles[r->index];
+	struct sendfile_state *sf = &u->slots[r->index].sendfile;
 	int res = sf->last_res;
 
 	if (sf->lost && !r->cancel && (sf->in_pipe || r->progress < r->len)) {
@@ -1002,7 +1025,7 @@ static void sendfile_next(struct uring *u, struct afio_req *r)
 
 static void sendfile_cqe(struct uring *u, struct afio_req *r, uint64_t ud, int res)
 {
-	struct sendfile_state *sf = &u->sendfiles[r->index];
+	struct sendfile_state *sf = &u->slots[r->index].sendfile;
 
 	sf->pending--;
 	/* The kernel dropped the step or was interrupted in it: it is done
@@ -1098,7 +1121,7 @@ static bool submit_again(struct uring *u, struct afio_req *r, ssize_t res)
  */
 static bool connect_goes_on(struct uring *u, struct afio_req *r, ssize_t *res)
 {
-	bool *waits = &u->connect_waits[r->index];
+	bool *waits = &u->slots[r->index].connect_waits;
 
 	if (r->cancel)
 		return false;
@@ -1127,7 +1150,7 @@ static void push_again(struct uring *u)
 	while ((r = u->again.head) && (sqe = get_sqe(u))) {
 		afio_reqq_pop(&u->again);
 		prep(u, sqe, r);
-		u->submitters[r->index] = self_tid();
+		u->slots[r->index].submitter = self_tid();
 	}
 }
 
@@ -1162,14 +1185,14 @@ static enum special submit_special(struct afio_engine *e, struct afio_reqq *q,
 	}
 	if (sendfile_inline(u, q))
 		return SPECIAL_TAKEN;
-	if (get_pipe(u, &u->sendfiles[r->index])) {
+	if (get_pipe(u, &u->slots[r->index].sendfile)) {
 		afio_reqq_pop(q);
 		if (!wait_for_pipe(e, r))
 			afio_route_to_pool(e, r);
 		return SPECIAL_TAKEN;
 	}
 	if (!sendfile_start(u, r)) {
-		put_pipe(u, &u->sendfiles[r->index]);
+		put_pipe(u, &u->slots[r->index].sendfile);
 		return SPECIAL_STOP;
 	}
 	return SPECIAL_PREPARED;
@@ -1216,8 +1239,8 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 		}
 		afio_reqq_pop(q);
 		afio_engine_take(e, r);
-		u->reqs[r->index] = r;
-		u->submitters[r->index] = tid;
+		u->slots[r->index].req = r;
+		u->slots[r->index].submitter = tid;
 	}
 	prep_waiting(u);
 	ret = push_sq(u);
@@ -1263,7 +1286,7 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 	u->cqes_owed--;
 	if (index >= u->nslots)
 		return;
-	r = u->reqs[index];
+	r = u->slots[index].req;
 	if (!r || r->gen != (uint32_t)(ud >> 32))
 		return;
 	if (r->op == AFIO_OP_SENDFILE) {
@@ -1330,9 +1353,12 @@ static void recancel(struct uring *u)
 {
 	if (u->ncancels)
 		return;
-	for (unsigned i = 0; i < u->nslots; i++)
-		if (u->reqs[i] && u->reqs[i]->cancel)
-			queue_cancel(u, cancel_target(u, u->reqs[i]));
+	for (unsigned i = 0; i < u->nslots; i++) {
+		struct afio_req *r = u->slots[i].req;
+
+		if (r && r->cancel)
+			queue_cancel(u, cancel_target(u, r));
+	}
 }
 
 /* Sleeps until a CQE is posted (the eventfd is registered with the ring),
@@ -1427,10 +1453,10 @@ static void queue_cancel(struct uring *u, uint64_t ud)
 {
 	uint32_t index = (uint32_t)ud & UD_INDEX;
 
-	if (u->cancel_waits[index])
+	if (u->slots[index].cancel_queued)
 		return;
 	queue_entry(u, ud);
-	u->cancel_waits[index] = true;
+	u->slots[index].cancel_queued = true;
 }
 
 /* ud is in the ring: cancel it again after RETRY_NS.  The timer belongs to
@@ -1440,10 +1466,10 @@ static void queue_retry(struct uring *u, uint64_t ud)
 {
 	uint32_t index = (uint32_t)ud & UD_INDEX;
 
-	if (u->retry_armed[index])
+	if (u->slots[index].retry_armed)
 		return;
 	queue_entry(u, (ud & ~UD_SPLICE_IN) | UD_RETRY);
-	u->retry_armed[index] = true;
+	u->slots[index].retry_armed = true;
 }
 
 static void retry_due(struct uring *u, uint32_t index)
@@ -1452,8 +1478,8 @@ static void retry_due(struct uring *u, uint32_t index)
 
 	if (index >= u->nslots)
 		return;
-	u->retry_armed[index] = false;
-	r = u->reqs[index];
+	u->slots[index].retry_armed = false;
+	r = u->slots[index].req;
 	if (!r || !r->cancel)
 		return;
 	queue_cancel(u, cancel_target(u, r));
@@ -1484,7 +1510,7 @@ static void cancel_answered(struct uring *u, uint64_t ud, int res)
 
 	if ((res != -EALREADY && res != -ENOENT) || !in_ring(u, ud))
 		return;
-	r = u->reqs[(uint32_t)ud & UD_INDEX];
+	r = u->slots[(uint32_t)ud & UD_INDEX].req;
 	switch (afio_op_kind(r->op)) {
 	case AFIO_KIND_SOCKET:
 		queue_cancel(u, cancel_target(u, r));
@@ -1510,7 +1536,7 @@ static void uring_cancel(struct afio_engine *e, struct afio_req *r)
 	struct uring *u = e->priv;
 
 	/* Between two steps nothing of it is in the ring: it stops here. */
-	if (r->op == AFIO_OP_SENDFILE && !u->sendfiles[r->index].pending) {
+	if (r->op == AFIO_OP_SENDFILE && !u->slots[r->index].sendfile.pending) {
 		if (afio_reqq_remove(&u->next_steps, r))
 			afio_reqq_remove(&u->pipe_waiters, r);
 		sendfile_finish(u, r);
@@ -1543,16 +1569,24 @@ static void free_uring(struct uring *u)
 		close(u->spare_pipes[i][0]);
 		close(u->spare_pipes[i][1]);
 	}
-	free(u->spare_pipes);
-	free(u->sendfiles);
-	free(u->timespecs);
-	free(u->reqs);
-	free(u->cancels);
-	free(u->cancel_waits);
-	free(u->retry_armed);
-	free(u->submitters);
-	free(u->connect_waits);
 	free(u);
+}
+
+/* The engine, its slots and its cancel list in one block: all are sized
+   by the context's entries and live as long as the engine. */
+static struct uring *alloc_uring(unsigned nslots)
+{
+	size_t slots = (size_t)nslots * sizeof(struct uring_slot);
+	struct uring *u;
+
+	u = calloc(1, sizeof(*u) + slots + 2 * (size_t)nslots * sizeof(*u->cancels));
+	if (!u)
+		return NULL;
+	u->nslots = nslots;
+	u->cancels = (uint64_t *)((char *)u->slots + slots);
+	for (unsigned i = 0; i < nslots; i++)
+		u->slots[i].sendfile.pipe[0] = u->slots[i].sendfile.pipe[1] = -1;
+	return u;
 }
 
 static int attach(struct afio_engine *e, struct uring *u, char *reason, size_t len)
@@ -1576,30 +1610,13 @@ static int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 	struct uring *u;
 	int ret;
 
-	u = calloc(1, sizeof(*u));
+	u = alloc_uring(afio_ctx_entries(e->ctx));
 	if (!u)
 		return -ENOMEM;
-	u->nslots = afio_ctx_entries(e->ctx);
-	u->reqs = calloc(u->nslots, sizeof(*u->reqs));
-	u->cancels = calloc(2 * (size_t)u->nslots, sizeof(*u->cancels));
-	u->cancel_waits = calloc(u->nslots, sizeof(*u->cancel_waits));
-	u->retry_armed = calloc(u->nslots, sizeof(*u->retry_armed));
-	u->submitters = calloc(u->nslots, sizeof(*u->submitters));
-	u->connect_waits = calloc(u->nslots, sizeof(*u->connect_waits));
 	u->retry_after.tv_nsec = RETRY_NS;
-	u->timespecs = calloc(u->nslots, sizeof(*u->timespecs));
-	u->sendfiles = calloc(u->nslots, sizeof(*u->sendfiles));
-	u->spare_pipes = calloc(SPARE_PIPES, sizeof(*u->spare_pipes));
+	afio_reqq_init(&u->again);
 	afio_reqq_init(&u->next_steps);
 	afio_reqq_init(&u->pipe_waiters);
-	for (unsigned i = 0; u->sendfiles && i < u->nslots; i++)
-		u->sendfiles[i].pipe[0] = u->sendfiles[i].pipe[1] = -1;
-	afio_reqq_init(&u->again);
-	if (!u->reqs || !u->cancels || !u->cancel_waits || !u->retry_armed || !u->submitters ||
-	    !u->connect_waits || !u->timespecs || !u->sendfiles || !u->spare_pipes) {
-		free_uring(u);
-		return -ENOMEM;
-	}
 	u->mode = cfg->mode;
 	for (unsigned op = 0; op < AFIO_OP_COUNT; op++)
 		u->sqe_flags[op] = (uint8_t)mode_sqe_flags(u->mode, (enum afio_op)op);
