@@ -738,25 +738,19 @@ static void prep_cancel(struct uring *u, struct io_uring_sqe *sqe, uint64_t ud)
 	u->slots[(uint32_t)ud & UD_INDEX].cancel_queued = false;
 }
 
-/* Turns waiting cancels and retry timers into SQEs, oldest first; those
-   whose request has finished meanwhile are dropped. */
-static void push_cancels(struct uring *u)
+/* Turns a waiting cancel or retry timer into an SQE, or drops it if its
+   request has finished meanwhile; false when there is no SQE for it. */
+static bool cancel_to_sqe(struct uring *u, uint64_t ud)
 {
 	struct io_uring_sqe *sqe;
-	unsigned done = 0;
-	uint64_t ud;
 
-	for (; done < u->ncancels; done++) {
-		ud = u->cancels[done];
-		if (cancel_is_stale(u, ud))
-			continue;
-		sqe = get_sqe(u);
-		if (!sqe)
-			break;
-		prep_cancel(u, sqe, ud);
-	}
-	u->ncancels -= done;
-	memmove(u->cancels, u->cancels + done, u->ncancels * sizeof(*u->cancels));
+	if (cancel_is_stale(u, ud))
+		return true;
+	sqe = get_sqe(u);
+	if (!sqe)
+		return false;
+	prep_cancel(u, sqe, ud);
+	return true;
 }
 
 /* Room in the CQ for r and for what each request in the ring may still
@@ -946,19 +940,18 @@ static bool sendfile_step(struct uring *u, struct afio_req *r)
 	return true;
 }
 
-static void push_next_steps(struct uring *u)
+/* A sendfile that waited for a pipe starts once it has one and its chain
+   fits; false, holding no pipe, when either is wanting. */
+static bool sendfile_start_waiter(struct uring *u, struct afio_req *r)
 {
-	struct afio_req *r;
+	struct sendfile_state *sf = &u->slots[r->index].sendfile;
 
-	while ((r = u->next_steps.head) && sendfile_step(u, r))
-		afio_reqq_pop(&u->next_steps);
-	while ((r = u->pipe_waiters.head) && !get_pipe(u, &u->slots[r->index].sendfile)) {
-		if (!sendfile_start(u, r)) {
-			put_pipe(u, &u->slots[r->index].sendfile);
-			break;
-		}
-		afio_reqq_pop(&u->pipe_waiters);
-	}
+	if (get_pipe(u, sf))
+		return false;
+	if (sendfile_start(u, r))
+		return true;
+	put_pipe(u, sf);
+	return false;
 }
 
 /* No fd for a pipe: wait for one a sendfile in flight gives back, or,
@@ -1142,18 +1135,6 @@ static bool connect_goes_on(struct uring *u, struct afio_req *r, ssize_t *res)
 	return true;
 }
 
-static void push_again(struct uring *u)
-{
-	struct io_uring_sqe *sqe;
-	struct afio_req *r;
-
-	while ((r = u->again.head) && (sqe = get_sqe(u))) {
-		afio_reqq_pop(&u->again);
-		prep(u, sqe, r);
-		u->slots[r->index].submitter = self_tid();
-	}
-}
-
 /* What submit does with a request that is not one plain SQE. */
 enum special { SPECIAL_TAKEN, SPECIAL_PREPARED, SPECIAL_STOP };
 
@@ -1199,19 +1180,36 @@ static enum special submit_special(struct afio_engine *e, struct afio_reqq *q,
 }
 
 /* What waits for SQEs beside new requests, oldest kind first: requests
-   going again, the next steps of sendfiles, cancels and retry timers. */
-static __attribute__((noinline)) void prep_waiting_now(struct uring *u)
+   going again, the next steps of sendfiles, sendfiles that waited for a
+   pipe, cancels and retry timers (those whose request has finished are
+   dropped).  Each kind goes on in order until one finds no room. */
+static __attribute__((noinline)) void push_waiting_now(struct uring *u)
 {
-	push_again(u);
-	push_next_steps(u);
-	push_cancels(u);
+	struct io_uring_sqe *sqe;
+	struct afio_req *r;
+	unsigned done;
+
+	while ((r = u->again.head) && (sqe = get_sqe(u))) {
+		afio_reqq_pop(&u->again);
+		prep(u, sqe, r);
+		u->slots[r->index].submitter = self_tid();
+	}
+	while ((r = u->next_steps.head) && sendfile_step(u, r))
+		afio_reqq_pop(&u->next_steps);
+	while ((r = u->pipe_waiters.head) && sendfile_start_waiter(u, r))
+		afio_reqq_pop(&u->pipe_waiters);
+	done = 0;
+	while (done < u->ncancels && cancel_to_sqe(u, u->cancels[done]))
+		done++;
+	u->ncancels -= done;
+	memmove(u->cancels, u->cancels + done, u->ncancels * sizeof(*u->cancels));
 }
 
 /* Each kind is rare and this runs twice a round: a look, inline, first. */
-static inline void prep_waiting(struct uring *u)
+static inline void push_waiting(struct uring *u)
 {
 	if (u->again.head || u->next_steps.head || u->pipe_waiters.head || u->ncancels)
-		prep_waiting_now(u);
+		push_waiting_now(u);
 }
 
 static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
@@ -1242,7 +1240,7 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 		u->slots[r->index].req = r;
 		u->slots[r->index].submitter = tid;
 	}
-	prep_waiting(u);
+	push_waiting(u);
 	ret = push_sq(u);
 	/* What is prepared stays in the SQ: a later reap submits it. */
 	if (ret == -EBUSY || ret == -EAGAIN)
@@ -1339,7 +1337,7 @@ static void uring_reap(struct afio_engine *e)
 			break;
 	}
 	/* Room in the CQ again: what an -EBUSY left in the SQ can go now. */
-	prep_waiting(u);
+	push_waiting(u);
 	push_sq(u);
 }
 
@@ -1397,7 +1395,7 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 		ts.tv_nsec = (long long)(timeout_ms % 1000) * 1000000;
 		tsp = &ts;
 	}
-	prep_waiting(u);
+	push_waiting(u);
 	if (u->dropped)
 		return wait_on_eventfd(e, timeout_ms);
 	ret = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, tsp, NULL);
@@ -1418,7 +1416,7 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 	   afio_destroy(), which waits in slices, waiting for good. */
 	if (ret == -ETIME) {
 		recancel(u);
-		push_cancels(u);
+		push_waiting(u);
 		push_sq(u);
 	}
 	return ret < 0 ? ret : 0;
@@ -1557,7 +1555,7 @@ static void uring_cancel(struct afio_engine *e, struct afio_req *r)
 	   recancel() serves one that waits in afio_poll(). */
 	if ((u->flags & IORING_SETUP_SQPOLL) && u->has_op[AFIO_OP_TIMEOUT])
 		queue_retry(u, ud_of(r));
-	push_cancels(u);
+	push_waiting(u);
 	push_sq(u);
 }
 
