@@ -38,7 +38,7 @@ static void show_memlock(void)
 static void show_ops(enum afio_backend b)
 {
 	struct afio_config cfg;
-	char how[160];
+	char how[256];
 	afio_ctx *ctx;
 	int native;
 
