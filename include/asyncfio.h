@@ -118,6 +118,8 @@ struct afio_stats {
  */
 typedef void (*afio_cb)(void *data, ssize_t res);
 
+/* ---- contexts ---- */
+
 /* The running library's version, AFIO_VERSION_NUM() of it. */
 AFIO_API unsigned afio_version(void);
 
@@ -146,15 +148,47 @@ AFIO_API const char *afio_mode_name(enum afio_mode m);
 AFIO_API int afio_backend_parse(const char *name, enum afio_backend *b);
 AFIO_API int afio_mode_parse(const char *name, enum afio_mode *m);
 
-/* Queue a request.  afio_read() and friends are for files and block
-   devices; on a pipe or socket io_uring reads or writes it as read(2) and
-   write(2) would, the other backends give -ESPIPE (afio_read(3)).
-   Nothing reaches the kernel before afio_submit() or
-   afio_poll().  -EAGAIN when `entries` requests are queued or in flight,
-   -EINVAL for a NULL buffer, iovec or callback, a negative or too large
-   iovec count, a length over SSIZE_MAX or an offset over INT64_MAX,
-   -EBADF for a negative fd, -ESHUTDOWN from a callback once
-   afio_destroy() was called.  Errors of the I/O itself arrive at the callback. */
+/* 0 when backend b can run here; else -errno and a one-line reason. */
+AFIO_API int afio_probe(enum afio_backend b, char *reason, size_t reason_len);
+
+/* Why backend b was skipped when this context was created ("" if it was
+   not tried or not skipped). */
+AFIO_API const char *afio_skip_reason(const afio_ctx *ctx, enum afio_backend b);
+
+/* Fills *lim for ctx, in the backend and mode in force; 0 or -EINVAL. */
+AFIO_API int afio_limits(const afio_ctx *ctx, struct afio_limits *lim);
+
+/* One line on how the running backend is set up (ring sizes, setup flags,
+   workers); returns its length or -errno. */
+AFIO_API int afio_describe(const afio_ctx *ctx, char *buf, size_t len);
+
+AFIO_API int afio_stats(const afio_ctx *ctx, struct afio_stats *st);
+/* Fills the first size bytes of *st (afio_stats()). */
+AFIO_API int afio_stats_sized(const afio_ctx *ctx, struct afio_stats *st, size_t size);
+#define afio_stats(ctx, st) afio_stats_sized((ctx), (st), sizeof(struct afio_stats))
+
+/* ---- queueing requests ---- */
+
+/*
+ * What every queueing call below has in common: nothing reaches the
+ * kernel before afio_submit() or afio_poll(); -errno at once for bad
+ * arguments (NULL pointers and callbacks -EINVAL, negative fds -EBADF, a
+ * dirfd may be AT_FDCWD); the result or -errno of the Linux call of the
+ * same name through the callback, exactly once; canceled by data or by
+ * handle.  -EAGAIN when `entries` requests are queued or in flight,
+ * -ESHUTDOWN from a callback once afio_destroy() was called.
+ * Everything a request points to (paths, msghdr and its iovecs, statx
+ * buffers, addresses, struct open_how) stays the caller's and must stay
+ * valid until the callback runs.  RWF_NOWAIT and MSG_DONTWAIT: -EINVAL.
+ * Where each op runs on each backend: afio_op_native(), asyncfio(7).
+ */
+
+/* ---- files ---- */
+
+/* For files and block devices; on a pipe or socket io_uring reads or
+   writes as read(2) and write(2) would, the other backends give -ESPIPE
+   (afio_read(3)).  -EINVAL also for a negative or too large iovec count,
+   a length over SSIZE_MAX or an offset over INT64_MAX. */
 AFIO_API int afio_read(afio_ctx *ctx, int fd, void *buf, size_t len, uint64_t off,
 		       afio_cb cb, void *data);
 AFIO_API int afio_write(afio_ctx *ctx, int fd, const void *buf, size_t len, uint64_t off,
@@ -164,63 +198,7 @@ AFIO_API int afio_readv(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt,
 AFIO_API int afio_writev(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,
 			 afio_cb cb, void *data);
 AFIO_API int afio_fsync(afio_ctx *ctx, int fd, unsigned flags, afio_cb cb, void *data);
-/* flags: the MSG_* of recv(2)/send(2), the same on every backend.
-   -EINVAL for MSG_DONTWAIT (a request waits for readiness; afio_cancel()
-   gives up on it) and for MSG_WAITALL with MSG_PEEK or on a socket that is
-   not SOCK_STREAM.  MSG_WAITALL goes on until the whole length, the end of
-   the stream, an error or a cancel, and then gives the bytes it has. */
-AFIO_API int afio_recv(afio_ctx *ctx, int fd, void *buf, size_t len, int flags,
-		       afio_cb cb, void *data);
-AFIO_API int afio_send(afio_ctx *ctx, int fd, const void *buf, size_t len, int flags,
-		       afio_cb cb, void *data);
 
-/*
- * Version 0.2: the rest of what a server or a database does.  The same
- * conventions as above: queued until afio_submit()/afio_poll(), -errno at
- * once for bad arguments (NULL pointers -EINVAL, negative fds -EBADF, a
- * dirfd may be AT_FDCWD), the result or -errno of the Linux call of the
- * same name through the callback, exactly once, canceled by data.
- * Everything a request points to (paths, msghdr and its iovecs, statx
- * buffers, addresses, struct open_how) stays the caller's and must stay
- * valid until the callback runs.  RWF_NOWAIT and MSG_DONTWAIT: -EINVAL.
- * Where each op runs on each backend: afio_op_native(), asyncfio(7).
- */
-
-/* res: the new fd.  flags: SOCK_NONBLOCK and SOCK_CLOEXEC only. */
-AFIO_API int afio_accept(afio_ctx *ctx, int fd, int flags, afio_cb cb, void *data);
-/* res: 0 once connected. */
-AFIO_API int afio_connect(afio_ctx *ctx, int fd, const struct sockaddr *addr, socklen_t len,
-			  afio_cb cb, void *data);
-/* flags: MSG_*; MSG_WAITALL is refused (-EINVAL).  recvmsg writes back
-   msg_flags and msg_controllen (SCM_RIGHTS and the rest). */
-AFIO_API int afio_sendmsg(afio_ctx *ctx, int fd, const struct msghdr *msg, int flags,
-			  afio_cb cb, void *data);
-AFIO_API int afio_recvmsg(afio_ctx *ctx, int fd, struct msghdr *msg, int flags,
-			  afio_cb cb, void *data);
-/* len bytes of file_fd from off to the socket, without a copy through
-   user memory; the file position is left alone.  res: bytes sent, which
-   may be fewer than len (send the rest with another request). */
-AFIO_API int afio_sendfile(afio_ctx *ctx, int sock_fd, int file_fd, uint64_t off, size_t len,
-			   afio_cb cb, void *data);
-
-/* res: -ETIME after ns nanoseconds (CLOCK_MONOTONIC), -ECANCELED when
-   canceled.  The expiry makes afio_eventfd() readable like any completion. */
-AFIO_API int afio_timeout(afio_ctx *ctx, uint64_t ns, afio_cb cb, void *data);
-
-/* Version 0.3.  A request that does nothing and completes with res 0: a
-   way to wake the loop that watches afio_eventfd(), and the measure of
-   what a request costs.  It waits for no other request. */
-AFIO_API int afio_nop(afio_ctx *ctx, afio_cb cb, void *data);
-
-/* res: the new fd. */
-AFIO_API int afio_openat(afio_ctx *ctx, int dirfd, const char *path, int flags, mode_t mode,
-			 afio_cb cb, void *data);
-AFIO_API int afio_openat2(afio_ctx *ctx, int dirfd, const char *path, const struct open_how *how,
-			  afio_cb cb, void *data);
-AFIO_API int afio_close(afio_ctx *ctx, int fd, afio_cb cb, void *data);
-/* flags: AT_*; mask: STATX_*; stx is filled in when res is 0. */
-AFIO_API int afio_statx(afio_ctx *ctx, int dirfd, const char *path, int flags, unsigned mask,
-			struct statx *stx, afio_cb cb, void *data);
 /* rwf: RWF_HIPRI, RWF_DSYNC, RWF_SYNC, RWF_APPEND, ... as for preadv2(2)
    and pwritev2(2) (RWF_HIPRI is a hint: where the device is not polled
    the I/O is done as without it). */
@@ -234,13 +212,6 @@ AFIO_API int afio_ftruncate(afio_ctx *ctx, int fd, uint64_t len, afio_cb cb, voi
 /* sync_file_range(2); flags: SYNC_FILE_RANGE_*. */
 AFIO_API int afio_sync_range(afio_ctx *ctx, int fd, uint64_t off, uint64_t len, unsigned flags,
 			     afio_cb cb, void *data);
-/* flags: RENAME_NOREPLACE, RENAME_EXCHANGE, ... (renameat2(2)). */
-AFIO_API int afio_renameat(afio_ctx *ctx, int olddirfd, const char *oldpath, int newdirfd,
-			   const char *newpath, unsigned flags, afio_cb cb, void *data);
-AFIO_API int afio_unlinkat(afio_ctx *ctx, int dirfd, const char *path, int flags,
-			   afio_cb cb, void *data);
-AFIO_API int afio_mkdirat(afio_ctx *ctx, int dirfd, const char *path, mode_t mode,
-			  afio_cb cb, void *data);
 
 /* The alignment O_DIRECT I/O on fd needs: statx STATX_DIOALIGN, else the
    device's logical block size.  Synchronous and cheap; 0 or -errno
@@ -251,16 +222,68 @@ struct afio_dio_align {
 };
 AFIO_API int afio_dio_align(int fd, struct afio_dio_align *out);
 
-/* The ops by number, 0 up to afio_op_count() - 1, for tools that list
-   them: the call's name without "afio_" ("read", "sendfile", ...);
-   afio_readv2() and afio_writev2() are the readv and writev ops. */
-AFIO_API unsigned afio_op_count(void);
-AFIO_API const char *afio_op_name(unsigned op);
-/* 1 when ctx's backend runs op natively, 0 when it hands it to the thread
-   pool (counted in stats.fallbacks), -EINVAL for no such op.  how gets
-   one line on how or why not, e.g. "IORING_OP_FTRUNCATE: not in this
-   kernel (Linux 6.9+)"; it may be NULL. */
-AFIO_API int afio_op_native(const afio_ctx *ctx, unsigned op, char *how, size_t len);
+/* ---- paths ---- */
+
+/* res: the new fd. */
+AFIO_API int afio_openat(afio_ctx *ctx, int dirfd, const char *path, int flags, mode_t mode,
+			 afio_cb cb, void *data);
+AFIO_API int afio_openat2(afio_ctx *ctx, int dirfd, const char *path, const struct open_how *how,
+			  afio_cb cb, void *data);
+AFIO_API int afio_close(afio_ctx *ctx, int fd, afio_cb cb, void *data);
+/* flags: AT_*; mask: STATX_*; stx is filled in when res is 0. */
+AFIO_API int afio_statx(afio_ctx *ctx, int dirfd, const char *path, int flags, unsigned mask,
+			struct statx *stx, afio_cb cb, void *data);
+/* flags: RENAME_NOREPLACE, RENAME_EXCHANGE, ... (renameat2(2)). */
+AFIO_API int afio_renameat(afio_ctx *ctx, int olddirfd, const char *oldpath, int newdirfd,
+			   const char *newpath, unsigned flags, afio_cb cb, void *data);
+AFIO_API int afio_unlinkat(afio_ctx *ctx, int dirfd, const char *path, int flags,
+			   afio_cb cb, void *data);
+AFIO_API int afio_mkdirat(afio_ctx *ctx, int dirfd, const char *path, mode_t mode,
+			  afio_cb cb, void *data);
+
+/* ---- sockets ---- */
+
+/* flags: the MSG_* of recv(2)/send(2), the same on every backend.
+   -EINVAL for MSG_DONTWAIT (a request waits for readiness; afio_cancel()
+   gives up on it) and for MSG_WAITALL with MSG_PEEK or on a socket that is
+   not SOCK_STREAM.  MSG_WAITALL goes on until the whole length, the end of
+   the stream, an error or a cancel, and then gives the bytes it has. */
+AFIO_API int afio_recv(afio_ctx *ctx, int fd, void *buf, size_t len, int flags,
+		       afio_cb cb, void *data);
+AFIO_API int afio_send(afio_ctx *ctx, int fd, const void *buf, size_t len, int flags,
+		       afio_cb cb, void *data);
+/* res: the new fd.  flags: SOCK_NONBLOCK and SOCK_CLOEXEC only. */
+AFIO_API int afio_accept(afio_ctx *ctx, int fd, int flags, afio_cb cb, void *data);
+/* res: 0 once connected. */
+AFIO_API int afio_connect(afio_ctx *ctx, int fd, const struct sockaddr *addr, socklen_t len,
+			  afio_cb cb, void *data);
+/* flags: MSG_*; MSG_WAITALL is refused (-EINVAL).  recvmsg writes back
+   msg_flags and msg_controllen (SCM_RIGHTS and the rest). */
+AFIO_API int afio_sendmsg(afio_ctx *ctx, int fd, const struct msghdr *msg, int flags,
+			  afio_cb cb, void *data);
+AFIO_API int afio_recvmsg(afio_ctx *ctx, int fd, struct msghdr *msg, int flags,
+			  afio_cb cb, void *data);
+
+/* ---- sendfile ---- */
+
+/* len bytes of file_fd from off to the socket, without a copy through
+   user memory; the file position is left alone.  res: bytes sent, which
+   may be fewer than len (send the rest with another request). */
+AFIO_API int afio_sendfile(afio_ctx *ctx, int sock_fd, int file_fd, uint64_t off, size_t len,
+			   afio_cb cb, void *data);
+
+/* ---- timers and no-ops ---- */
+
+/* res: -ETIME after ns nanoseconds (CLOCK_MONOTONIC), -ECANCELED when
+   canceled.  The expiry makes afio_eventfd() readable like any completion. */
+AFIO_API int afio_timeout(afio_ctx *ctx, uint64_t ns, afio_cb cb, void *data);
+
+/* A request that does nothing and completes with res 0: a
+   way to wake the loop that watches afio_eventfd(), and the measure of
+   what a request costs.  It waits for no other request. */
+AFIO_API int afio_nop(afio_ctx *ctx, afio_cb cb, void *data);
+
+/* ---- running, waiting and canceling ---- */
 
 /* Hand queued requests over to the backend; returns how many went. */
 AFIO_API int afio_submit(afio_ctx *ctx);
@@ -293,24 +316,18 @@ AFIO_API afio_handle afio_last_handle(const afio_ctx *ctx);
    for what was never a handle of ctx. */
 AFIO_API int afio_cancel_handle(afio_ctx *ctx, afio_handle h);
 
-AFIO_API int afio_stats(const afio_ctx *ctx, struct afio_stats *st);
-/* Fills the first size bytes of *st (afio_stats()). */
-AFIO_API int afio_stats_sized(const afio_ctx *ctx, struct afio_stats *st, size_t size);
-#define afio_stats(ctx, st) afio_stats_sized((ctx), (st), sizeof(struct afio_stats))
+/* ---- the op table ---- */
 
-/* 0 when backend b can run here; else -errno and a one-line reason. */
-AFIO_API int afio_probe(enum afio_backend b, char *reason, size_t reason_len);
-
-/* Why backend b was skipped when this context was created ("" if it was
-   not tried or not skipped). */
-AFIO_API const char *afio_skip_reason(const afio_ctx *ctx, enum afio_backend b);
-
-/* Fills *lim for ctx, in the backend and mode in force; 0 or -EINVAL. */
-AFIO_API int afio_limits(const afio_ctx *ctx, struct afio_limits *lim);
-
-/* One line on how the running backend is set up (ring sizes, setup flags,
-   workers); returns its length or -errno. */
-AFIO_API int afio_describe(const afio_ctx *ctx, char *buf, size_t len);
+/* The ops by number, 0 up to afio_op_count() - 1, for tools that list
+   them: the call's name without "afio_" ("read", "sendfile", ...);
+   afio_readv2() and afio_writev2() are the readv and writev ops. */
+AFIO_API unsigned afio_op_count(void);
+AFIO_API const char *afio_op_name(unsigned op);
+/* 1 when ctx's backend runs op natively, 0 when it hands it to the thread
+   pool (counted in stats.fallbacks), -EINVAL for no such op.  how gets
+   one line on how or why not, e.g. "IORING_OP_FTRUNCATE: not in this
+   kernel (Linux 6.9+)"; it may be NULL. */
+AFIO_API int afio_op_native(const afio_ctx *ctx, unsigned op, char *how, size_t len);
 
 #ifdef __cplusplus
 }
