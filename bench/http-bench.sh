@@ -4,7 +4,8 @@
 # the same pinning (server on one CPU, client on another), runs alternated.
 # Prints requests/s, MB/s, server CPU per request and our/nginx-best ratios,
 # writes a CSV (one line per run), a CSV of medians and a PNG chart.
-# bench/README.md, section "HTTP file server", says what it measured here.
+# bench/README.md, section "HTTP file server", says how to read it;
+# bench/results/2026-12-01-http.md holds what it measured here.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)

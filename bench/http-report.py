@@ -210,7 +210,7 @@ DISTURBED = 0.05
 COLORS = {"inline": verdict.PALETTE[0], "async": verdict.PALETTE[1],
           "hybrid": verdict.PALETTE[2], "io_uring": "#56B4E9", "libaio": "#CC79A7",
           "threads": "#8C6D31"}
-# bench/README.md, "HTTP file server", "Measured here": the best mode of each
+# bench/README.md, "HTTP file server": the best mode of each
 # backend at least nginx's best, from the page cache.
 GOAL = verdict.Goal(1.0)
 
@@ -297,7 +297,7 @@ def main():
         facts.append(("goals", "none from the disk (--direct); the goal is for cached files"))
     print("\n".join(verdict.verdict_lines(
         ratios, facts, rate_name="req/s",
-        goals_from='bench/README.md, "HTTP file server", "Measured here"')))
+        goals_from='bench/README.md, "HTTP file server"')))
     return 0
 
 

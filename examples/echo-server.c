@@ -9,7 +9,8 @@
  * receive brought.  So the context needs one request entry per connection,
  * and no request ever outlives its socket.
  *
- * What one connection costs is in bench/README.md ("Echo server").
+ * What one connection costs is in bench/results/2026-12-01-echo.md
+ * ("What one connection costs").
  */
 #include <errno.h>
 #include <stdio.h>

@@ -39,7 +39,8 @@
  * ring to one task, and a context may be created on one thread and later
  * handed to another (one thread at a time), which they would turn into
  * -EEXIST from io_uring_enter, and DEFER_TASKRUN signals the eventfd for
- * deferred work that is not a completion (bench/README.md).
+ * deferred work that is not a completion
+ * (bench/results/2026-11-30-io_uring-hybrid.md, "Setup flags").
  */
 static const struct {
 	unsigned flag;
