@@ -51,8 +51,6 @@
 #define SENDFILE_MIN		(64 * 1024)
 #define NS			1000000000ull
 
-#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
-
 /* ---- time ---- */
 
 void worker_read_clock(struct worker *w)
