@@ -39,10 +39,15 @@
 
 struct echo;
 
+struct link {
+	struct link *prev, *next;
+};
+
 struct conn {
+	/* By last activity, oldest first; only with --idle-timeout.  The
+	   first member, so that a pointer to it is one to the connection. */
+	struct link idle;
 	struct echo *echo;
-	/* By last activity, oldest first; only with --idle-timeout. */
-	struct conn *prev, *next;
 	uint64_t active_ms;
 	int fd;
 	bool timed_out;		/* shut down for idleness, closing */
@@ -57,7 +62,7 @@ struct echo {
 	unsigned open_conns;
 	uint32_t buf_size;
 	uint64_t idle_timeout_ms;	/* 0: none */
-	struct conn idle_list;		/* list head: next is the oldest */
+	struct link idle_list;		/* next is the oldest */
 	struct server_ratelimit refused;
 	bool stopping;			/* callbacks close instead of going on */
 };
@@ -73,19 +78,19 @@ static uint64_t coarse_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void list_del(struct conn *c)
+static void list_del(struct link *l)
 {
-	c->prev->next = c->next;
-	c->next->prev = c->prev;
-	c->prev = c->next = c;
+	l->prev->next = l->next;
+	l->next->prev = l->prev;
+	l->prev = l->next = l;
 }
 
-static void list_add_tail(struct conn *head, struct conn *c)
+static void list_add_tail(struct link *head, struct link *l)
 {
-	c->prev = head->prev;
-	c->next = head;
-	head->prev->next = c;
-	head->prev = c;
+	l->prev = head->prev;
+	l->next = head;
+	head->prev->next = l;
+	head->prev = l;
 }
 
 static void touch(struct conn *c)
@@ -95,8 +100,8 @@ static void touch(struct conn *c)
 	if (!echo->idle_timeout_ms || c->timed_out)
 		return;
 	c->active_ms = coarse_now_ms();
-	list_del(c);
-	list_add_tail(&echo->idle_list, c);
+	list_del(&c->idle);
+	list_add_tail(&echo->idle_list, &c->idle);
 }
 
 /*
@@ -112,9 +117,11 @@ static void close_idle(struct server *srv)
 	uint64_t now = coarse_now_ms();
 	struct conn *c;
 
-	while ((c = echo->idle_list.next) != &echo->idle_list &&
-	       now - c->active_ms >= echo->idle_timeout_ms) {
-		list_del(c);
+	while (echo->idle_list.next != &echo->idle_list) {
+		c = (struct conn *)echo->idle_list.next;
+		if (now - c->active_ms < echo->idle_timeout_ms)
+			break;
+		list_del(&c->idle);
 		c->timed_out = true;
 		shutdown(c->fd, SHUT_RDWR);
 	}
@@ -124,7 +131,7 @@ static void close_idle(struct server *srv)
 
 static void conn_close(struct conn *c)
 {
-	list_del(c);
+	list_del(&c->idle);
 	close(c->fd);
 	c->echo->open_conns--;
 	free(c);
@@ -202,7 +209,7 @@ static void accept_conn(struct server *srv, int fd)
 	c->echo = echo;
 	c->fd = fd;
 	c->timed_out = false;
-	c->prev = c->next = c;
+	c->idle.prev = c->idle.next = &c->idle;
 	echo->open_conns++;
 	touch(c);
 	start_receive(c);
@@ -331,16 +338,28 @@ static int start(struct echo *echo, const struct server_opts *opts, bool explici
 int main(int argc, char **argv)
 {
 	struct server_extra_option opt[NR_OPTS] = {
-		[OPT_MAX_CONN] = { "max-conn", "  --max-conn N   connections served at once "
-				   "(default " STRINGIFY(DEFAULT_MAX_CONN) ")\n" },
-		[OPT_IDLE_TIMEOUT] = { "idle-timeout", "  --idle-timeout S\n"
-				       "                 close a connection that sent nothing "
-				       "for S seconds (default 0: never)\n" },
-		[OPT_BUF_SIZE] = { "buf-size", "  --buf-size B   receive buffer per connection, "
-				   "bytes (default " STRINGIFY(DEFAULT_BUF_SIZE) ")\n" },
-		[OPT_EVENTFD] = { "eventfd", "  --eventfd exact|lazy\n"
-				  "                 lazy: AFIO_LAZY_EVENTFD, no eventfd read per "
-				  "busy round (default exact)\n" },
+		[OPT_MAX_CONN] = {
+			.name = "max-conn",
+			.help = "  --max-conn N   connections served at once "
+				"(default " STRINGIFY(DEFAULT_MAX_CONN) ")\n",
+		},
+		[OPT_IDLE_TIMEOUT] = {
+			.name = "idle-timeout",
+			.help = "  --idle-timeout S\n"
+				"                 close a connection that sent nothing "
+				"for S seconds (default 0: never)\n",
+		},
+		[OPT_BUF_SIZE] = {
+			.name = "buf-size",
+			.help = "  --buf-size B   receive buffer per connection, "
+				"bytes (default " STRINGIFY(DEFAULT_BUF_SIZE) ")\n",
+		},
+		[OPT_EVENTFD] = {
+			.name = "eventfd",
+			.help = "  --eventfd exact|lazy\n"
+				"                 lazy: AFIO_LAZY_EVENTFD, no eventfd read per "
+				"busy round (default exact)\n",
+		},
 	};
 	struct echo echo = { .max_conn = DEFAULT_MAX_CONN, .buf_size = DEFAULT_BUF_SIZE };
 	struct server_opts opts;

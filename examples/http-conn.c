@@ -25,7 +25,6 @@
 #include "http-server.h"
 
 #define DISCARD_MAX	(1024 * 1024)	/* a longer GET body: 413 */
-#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
 static void process_input(struct conn *c);
 static void pump(struct conn *c);

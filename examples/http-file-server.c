@@ -20,19 +20,15 @@
  * head only.  Touches: a new connection, the first byte of a request
  * head, the end of a response (keep-alive idle) and each send's progress.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <linux/openat2.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -50,8 +46,6 @@
 #define ASYNC_MAX_THREADS	1024
 #define SENDFILE_MIN		(64 * 1024)
 #define NS			1000000000ull
-
-#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
 /* ---- time ---- */
 
@@ -208,7 +202,7 @@ static void shed_connections(struct worker *w)
 	int fd;
 
 	if (w->spare_fd < 0)
-		w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		w->spare_fd = server_open_spare();
 	if (w->spare_fd < 0) {
 		/* The pool took the spare's number meanwhile: make room as
 		   nginx does, by closing the connection idle the longest. */
@@ -217,7 +211,7 @@ static void shed_connections(struct worker *w)
 		close(w->spare_fd);
 		while ((fd = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
 			close(fd);
-		w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		w->spare_fd = server_open_spare();
 	}
 	w->accept_paused = true;
 }
@@ -296,7 +290,7 @@ static void tick(struct worker *w)
 	cache_expire(&w->cache);
 	/* The pool may have taken the descriptor the spare gave back. */
 	if (w->spare_fd < 0)
-		w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		w->spare_fd = server_open_spare();
 	if (w->accept_paused) {
 		w->accept_paused = false;
 		arm_accepts(w);
@@ -364,31 +358,14 @@ static void *worker_main(void *arg)
 
 /* ---- setting a worker up ---- */
 
-static int open_listener(const struct httpd_opts *o, unsigned port, bool reuseport,
-			 unsigned *bound)
+/* Each worker its own listener on the one port.  TCP_NODELAY: a
+   response's last segment must not wait for the ACK of the one before
+   (Nagle). */
+static int open_listener(const struct httpd_opts *o, unsigned port, unsigned *bound)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
-	socklen_t len = sizeof(sin);
-	int one = 1, fd, err;
+	unsigned flags = LISTEN_NODELAY | (o->workers > 1 ? LISTEN_REUSEPORT : 0);
 
-	if (inet_pton(AF_INET, o->addr, &sin.sin_addr) != 1)
-		return -EINVAL;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* Accepted sockets inherit TCP_NODELAY: a response's last segment
-	   must not wait for the ACK of the one before (Nagle). */
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) ||
-	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) ||
-	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) || listen(fd, 4096) ||
-	    getsockname(fd, (struct sockaddr *)&sin, &len)) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	*bound = ntohs(sin.sin_port);
-	return fd;
+	return server_open_listener(o->addr, port, 4096, flags, bound);
 }
 
 /* What a worker waits on besides its connections: accepts, the wake. */
@@ -462,7 +439,7 @@ static int worker_init(struct worker *w, const struct httpd_opts *o, int root_fd
 	ret = cache_init(&w->cache, w->ctx, root_fd, o->direct, CACHE_MAX_IDLE, &w->now);
 	if (ret)
 		return ret;
-	ret = open_listener(o, *port, o->workers > 1, port);
+	ret = open_listener(o, *port, port);
 	if (ret < 0)
 		return ret;
 	w->listen_fd = ret;
@@ -470,7 +447,7 @@ static int worker_init(struct worker *w, const struct httpd_opts *o, int root_fd
 		return -errno;
 	w->wake_fd = sv[0];
 	*wake_peer = sv[1];
-	w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	w->spare_fd = server_open_spare();
 	return 0;
 }
 
@@ -551,16 +528,9 @@ static int parse_option(struct httpd_opts *o, int opt, const char *arg)
 		o->root = arg;
 		return 0;
 	case 'b':
-		if (afio_backend_parse(arg, &o->afio.backend))
-			break;
-		/* Whoever names a backend wants to see that one run, or why not. */
-		if (o->afio.backend != AFIO_BACKEND_AUTO)
-			o->afio.flags |= AFIO_NO_FALLBACK;
-		return 0;
+		return server_parse_backend(arg, &o->afio);
 	case 'm':
-		if (afio_mode_parse(arg, &o->afio.mode))
-			break;
-		return 0;
+		return server_parse_mode(arg, &o->afio);
 	case 'd':
 		o->direct = true;
 		return 0;
@@ -582,9 +552,6 @@ static int parse_option(struct httpd_opts *o, int opt, const char *arg)
 	default:
 		return -EINVAL;
 	}
-	fprintf(stderr, "afio-httpd: --%s: unknown name \"%s\"\n",
-		opt == 'b' ? "backend" : "mode", arg);
-	return -EINVAL;
 }
 
 static void parse_args(int argc, char **argv, struct httpd_opts *o)
@@ -655,39 +622,13 @@ static int check_openat2(int root_fd)
    the hard limit allows. */
 static void raise_fd_limit(const struct httpd_opts *o)
 {
-	struct rlimit rl;
-	rlim_t want = (rlim_t)o->workers * ((rlim_t)o->max_conn + CACHE_MAX_IDLE + 64);
+	unsigned long long want = (unsigned long long)o->workers *
+				  (o->max_conn + CACHE_MAX_IDLE + 64ull);
+	unsigned long limit = server_raise_nofile();
 
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return;
-	if (rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-	if (rl.rlim_cur < want)
-		fprintf(stderr, "afio-httpd: RLIMIT_NOFILE is %llu, --max-conn may want up to "
-			"%llu; past the limit accepts back off\n",
-			(unsigned long long)rl.rlim_cur, (unsigned long long)want);
-}
-
-static sigset_t stop_signals(void)
-{
-	sigset_t set;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	return set;
-}
-
-static void describe(afio_ctx *ctx)
-{
-	char desc[256];
-
-	if (afio_describe(ctx, desc, sizeof(desc)) < 0)
-		desc[0] = '\0';
-	fprintf(stderr, "afio-httpd: backend %s, mode %s (%s)\n",
-		afio_backend_name(afio_backend(ctx)), afio_mode_name(afio_mode(ctx)), desc);
+	if (limit < want)
+		fprintf(stderr, "afio-httpd: RLIMIT_NOFILE is %lu, --max-conn may want up to "
+			"%llu; past the limit accepts back off\n", limit, want);
 }
 
 static int start_workers(struct worker *ws, const struct httpd_opts *o, int root_fd,
@@ -704,7 +645,7 @@ static int start_workers(struct worker *ws, const struct httpd_opts *o, int root
 			return ret;
 		}
 	}
-	describe(ws[0].ctx);
+	server_describe("afio-httpd", ws[0].ctx);
 	printf("listening on %s:%u\n", o->addr, port);
 	fflush(stdout);
 	for (unsigned i = 0; i < o->workers; i++) {
@@ -718,7 +659,7 @@ static int start_workers(struct worker *ws, const struct httpd_opts *o, int root
 
 static void wait_for_stop(void)
 {
-	sigset_t set = stop_signals();
+	sigset_t set = server_stop_signals();
 	siginfo_t si;
 
 	while (sigwaitinfo(&set, &si) < 0)
@@ -730,7 +671,7 @@ int main(int argc, char **argv)
 {
 	struct httpd_opts o;
 	struct worker *ws;
-	sigset_t set = stop_signals();
+	sigset_t set = server_stop_signals();
 	int *wake_peers, root_fd, ret, status = 0;
 
 	parse_args(argc, argv, &o);

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "asyncfio.h"
@@ -23,6 +24,10 @@
 #define MAX_READ_SIZE	(4 * 1024 * 1024)
 #define BUF_ALIGN	4096		/* O_DIRECT: at least what any device asks */
 #define ACCEPTS		8		/* accepts in flight at once */
+
+/* The structure that holds member, from a pointer to it: how a callback
+   finds its connection or worker from the data pointer it was given. */
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
 struct conn;
 struct worker;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Options, listener and event loop shared by the example servers. */
+/* What the example servers share, then afio-echo's options and loop. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,15 +38,27 @@ static int report(const char *what, int err)
 	return err;
 }
 
-void server_opts_init(struct server_opts *opts, const char *prog, unsigned default_port)
+/* ---- both servers ---- */
+
+int server_parse_backend(const char *arg, struct afio_config *cfg)
 {
-	prog_name = prog;
-	opts->prog = prog;
-	opts->addr = "127.0.0.1";
-	opts->port = default_port;
-	opts->default_port = default_port;
-	opts->max_conn = 64;
-	afio_config_init(&opts->afio);
+	if (afio_backend_parse(arg, &cfg->backend)) {
+		fprintf(stderr, "--backend: unknown name \"%s\"\n", arg);
+		return -EINVAL;
+	}
+	/* Whoever names a backend wants to see that one run, or why not. */
+	if (cfg->backend != AFIO_BACKEND_AUTO)
+		cfg->flags |= AFIO_NO_FALLBACK;
+	return 0;
+}
+
+int server_parse_mode(const char *arg, struct afio_config *cfg)
+{
+	if (afio_mode_parse(arg, &cfg->mode)) {
+		fprintf(stderr, "--mode: unknown name \"%s\"\n", arg);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int parse_count(const char *name, const char *arg, unsigned min, unsigned max,
@@ -65,6 +78,95 @@ int parse_count(const char *name, const char *arg, unsigned min, unsigned max,
 	return 0;
 }
 
+static int set_flag(int fd, int level, int name)
+{
+	int one = 1;
+
+	return setsockopt(fd, level, name, &one, sizeof(one));
+}
+
+int server_open_listener(const char *addr, unsigned port, int backlog, unsigned flags,
+			 unsigned *bound)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	socklen_t len = sizeof(sin);
+	int fd, err;
+
+	if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1)
+		return -EINVAL;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (set_flag(fd, SOL_SOCKET, SO_REUSEADDR) ||
+	    ((flags & LISTEN_REUSEPORT) && set_flag(fd, SOL_SOCKET, SO_REUSEPORT)) ||
+	    ((flags & LISTEN_NODELAY) && set_flag(fd, IPPROTO_TCP, TCP_NODELAY)) ||
+	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    listen(fd, backlog) ||
+	    getsockname(fd, (struct sockaddr *)&sin, &len)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	*bound = ntohs(sin.sin_port);
+	return fd;
+}
+
+int server_open_spare(void)
+{
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+/* A server holds a descriptor per connection: the soft limit (often 1024)
+   would stop it long before the hard one. */
+unsigned long server_raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return rl.rlim_cur == RLIM_INFINITY ? ULONG_MAX : (unsigned long)rl.rlim_cur;
+}
+
+sigset_t server_stop_signals(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	return set;
+}
+
+void server_describe(const char *prog, afio_ctx *ctx)
+{
+	char desc[256];
+
+	if (afio_describe(ctx, desc, sizeof(desc)) < 0)
+		desc[0] = '\0';
+	fprintf(stderr, "%s: backend %s, mode %s (%s)\n", prog,
+		afio_backend_name(afio_backend(ctx)), afio_mode_name(afio_mode(ctx)), desc);
+}
+
+/* ---- afio-echo's options ---- */
+
+void server_opts_init(struct server_opts *opts, const char *prog, unsigned default_port)
+{
+	prog_name = prog;
+	opts->prog = prog;
+	opts->addr = "127.0.0.1";
+	opts->port = default_port;
+	opts->default_port = default_port;
+	opts->max_conn = 64;
+	afio_config_init(&opts->afio);
+}
+
 /* One of the options every server takes. */
 static int parse_option(struct server_opts *opts, int opt, const char *arg)
 {
@@ -75,21 +177,12 @@ static int parse_option(struct server_opts *opts, int opt, const char *arg)
 	case 'p':
 		return parse_count("port", arg, 0, 65535, &opts->port);
 	case 'b':
-		if (afio_backend_parse(arg, &opts->afio.backend))
-			break;
-		/* Whoever names a backend wants to see that one run, or why not. */
-		if (opts->afio.backend != AFIO_BACKEND_AUTO)
-			opts->afio.flags |= AFIO_NO_FALLBACK;
-		return 0;
+		return server_parse_backend(arg, &opts->afio);
 	case 'm':
-		if (afio_mode_parse(arg, &opts->afio.mode))
-			break;
-		return 0;
+		return server_parse_mode(arg, &opts->afio);
 	default:
 		return -EINVAL;
 	}
-	fprintf(stderr, "--%s: unknown name \"%s\"\n", opt == 'b' ? "backend" : "mode", arg);
-	return -EINVAL;
 }
 
 static void usage(FILE *f, const struct server_opts *opts,
@@ -145,12 +238,6 @@ void server_parse_args_n(int argc, char **argv, struct server_opts *opts,
 	}
 }
 
-void server_parse_args(int argc, char **argv, struct server_opts *opts,
-		       struct server_extra_option *extra)
-{
-	server_parse_args_n(argc, argv, opts, extra, 1);
-}
-
 uint64_t server_now_ms(void)
 {
 	struct timespec ts;
@@ -180,40 +267,13 @@ void server_warn_limited(struct server_ratelimit *rl, const char *fmt, ...)
    so that every thread inherits the mask. */
 static int open_signalfd(void)
 {
-	sigset_t mask;
+	sigset_t mask = server_stop_signals();
 	int fd;
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL))
 		return -errno;
 	fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	return fd < 0 ? -errno : fd;
-}
-
-static int open_listener(const char *addr, unsigned port, unsigned *bound_port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
-	socklen_t len = sizeof(sin);
-	int one = 1;
-	int fd, err;
-
-	if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1)
-		return -EINVAL;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
-	    listen(fd, SOMAXCONN) ||
-	    getsockname(fd, (struct sockaddr *)&sin, &len)) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	*bound_port = ntohs(sin.sin_port);
-	return fd;
 }
 
 static int watch(int epoll_fd, int fd)
@@ -223,22 +283,12 @@ static int watch(int epoll_fd, int fd)
 	return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
-static void describe_backend(afio_ctx *ctx)
-{
-	char desc[256];
-
-	if (afio_describe(ctx, desc, sizeof(desc)) < 0)
-		desc[0] = '\0';
-	fprintf(stderr, "%s: backend %s, mode %s (%s)\n", prog_name,
-		afio_backend_name(afio_backend(ctx)), afio_mode_name(afio_mode(ctx)), desc);
-}
-
 static int open_descriptors(struct server *srv, const struct server_opts *opts)
 {
 	unsigned port = 0;
 	int ret;
 
-	srv->listen_fd = open_listener(opts->addr, opts->port, &port);
+	srv->listen_fd = server_open_listener(opts->addr, opts->port, SOMAXCONN, 0, &port);
 	if (srv->listen_fd < 0)
 		return report(opts->addr, srv->listen_fd);
 	srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -326,22 +376,6 @@ static int report_create(const struct server_opts *opts, int err)
 	return report(afio_backend_name(opts->afio.backend), err);
 }
 
-/* A server holds a descriptor per connection: the soft limit (often 1024)
-   would stop it long before the hard one.  Returns the limit in force. */
-static unsigned long raise_nofile(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return 0;
-	if (rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &rl))
-			getrlimit(RLIMIT_NOFILE, &rl);
-	}
-	return rl.rlim_cur == RLIM_INFINITY ? ULONG_MAX : (unsigned long)rl.rlim_cur;
-}
-
 static unsigned count_open_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -356,11 +390,6 @@ static unsigned count_open_fds(void)
 	return n > 3 ? n - 3 : 0;
 }
 
-static int open_spare(void)
-{
-	return open("/dev/null", O_RDONLY | O_CLOEXEC);
-}
-
 int server_open_context(struct server *srv, const struct server_opts *opts)
 {
 	int ret;
@@ -370,17 +399,17 @@ int server_open_context(struct server *srv, const struct server_opts *opts)
 	srv->listen_resume_ms = 0;
 	srv->out_of_fds = (struct server_ratelimit){ 0 };
 	srv->on_tick = NULL;
-	srv->nofile = raise_nofile();
+	srv->nofile = server_raise_nofile();
 	/* A peer that goes away mid-send must cost one -EPIPE, not the process. */
 	signal(SIGPIPE, SIG_IGN);
-	srv->spare_fd = open_spare();
+	srv->spare_fd = server_open_spare();
 	srv->signal_fd = open_signalfd();
 	if (srv->signal_fd < 0)
 		return report("signalfd", srv->signal_fd);
 	ret = create_context(srv, opts);
 	if (ret)
 		return report_create(opts, ret);
-	describe_backend(srv->ctx);
+	server_describe(prog_name, srv->ctx);
 	return 0;
 }
 
@@ -448,7 +477,7 @@ static bool turn_away(struct server *srv, int err)
 		if (fd >= 0)
 			close(fd);
 	}
-	srv->spare_fd = open_spare();
+	srv->spare_fd = server_open_spare();
 	if (srv->spare_fd >= 0 && (!err || err == EAGAIN || next_may_do(err)))
 		return !err;
 	listen_pause(srv);

@@ -1,17 +1,58 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The part both example servers share: options, the listening socket, and
- * an epoll loop that watches the listener, the libasyncfio eventfd and a
- * signalfd.  What a connection does is up to each program.
+ * What the example servers share, and then afio-echo's own part.  Both
+ * take the same --addr, --port, --backend and --mode, listen the same way,
+ * stop on the same signals and say the same things at start.  The second
+ * part is options with a usage text made from them and an epoll loop that
+ * watches the listener, the libasyncfio eventfd and a signalfd: afio-httpd
+ * needs neither, as each of its worker threads runs afio_poll() alone and
+ * it has options without a value.
  */
 #ifndef EXAMPLE_SERVER_H
 #define EXAMPLE_SERVER_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "asyncfio.h"
+
+/* ---- both servers ---- */
+
+/* --backend NAME into cfg->backend; -EINVAL (with a message) for a name
+   that is none. */
+int server_parse_backend(const char *arg, struct afio_config *cfg);
+/* --mode NAME into cfg->mode, the same way. */
+int server_parse_mode(const char *arg, struct afio_config *cfg);
+
+/* Parses a decimal count in [min, max]; -EINVAL (with a message) if not. */
+int parse_count(const char *name, const char *arg, unsigned min, unsigned max,
+		unsigned *out);
+
+/* server_open_listener() flags */
+#define LISTEN_REUSEPORT	(1u << 0)	/* SO_REUSEPORT: one listener per thread */
+#define LISTEN_NODELAY		(1u << 1)	/* TCP_NODELAY, which accepted sockets inherit */
+
+/* A non-blocking TCP listener on addr:port (IPv4; port 0: any free one),
+   with SO_REUSEADDR.  Returns its fd and sets *bound to its port, or
+   -errno. */
+int server_open_listener(const char *addr, unsigned port, int backlog, unsigned flags,
+			 unsigned *bound);
+
+/* A descriptor to give up when accept finds none left, or -errno. */
+int server_open_spare(void);
+
+/* Raises RLIMIT_NOFILE to its hard limit; returns the limit in force. */
+unsigned long server_raise_nofile(void);
+
+/* SIGINT and SIGTERM: what stops a server. */
+sigset_t server_stop_signals(void);
+
+/* "PROG: backend B, mode M (what afio_describe() says)" on stderr. */
+void server_describe(const char *prog, afio_ctx *ctx);
+
+/* ---- afio-echo's options and loop ---- */
 
 struct server_opts {
 	const char *prog;		/* for messages and the usage text */
@@ -39,10 +80,6 @@ void server_parse_args(int argc, char **argv, struct server_opts *opts,
 /* The same with n extra options, extra[0] to extra[n - 1]. */
 void server_parse_args_n(int argc, char **argv, struct server_opts *opts,
 			 struct server_extra_option *extra, size_t n);
-
-/* Parses a decimal count in [min, max]; -EINVAL (with a message) if not. */
-int parse_count(const char *name, const char *arg, unsigned min, unsigned max,
-		unsigned *out);
 
 /*
  * A message about something that may happen thousands of times a second

@@ -2,10 +2,11 @@
 /*
  * The example servers, end to end over loopback: afio-echo and afio-httpd
  * are started with --port 0 on 127.0.0.1, talked to as a client would, then
- * stopped with SIGTERM, which must end them with exit status 0.  Each runs
- * on every backend that probes as available here, in every mode.
+ * stopped with SIGTERM, which must end them with exit status 0.  minimal
+ * sends a file to a listener of the test's own.  Each runs on every
+ * backend that probes as available here, in every mode.
  *
- * usage: examples PATH-TO-AFIO-ECHO PATH-TO-AFIO-HTTPD
+ * usage: examples PATH-TO-AFIO-ECHO PATH-TO-AFIO-HTTPD PATH-TO-MINIMAL
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -33,6 +34,7 @@
 
 static const char *echo_path;
 static const char *httpd_path;
+static const char *minimal_path;
 static struct target targets[MAX_TARGETS];
 static int ntargets;
 
@@ -524,6 +526,144 @@ START_TEST(echo_survives_descriptor_exhaustion)
 }
 END_TEST
 
+/* ---- minimal ---- */
+
+/* A socket bound to 127.0.0.1 on a free port, listening or not (then a
+   connection to it is refused); *port gets the port. */
+static int loopback_socket(bool listening, unsigned *port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	/* A small window, inherited by the accepted socket: sends come out short. */
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rcvbuf = 4096;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	if (listening)
+		ck_assert_int_eq(listen(fd, 1), 0);
+	*port = ntohs(sin.sin_port);
+	return fd;
+}
+
+/* A file of len pattern bytes in the build directory; the caller frees
+   the name and the bytes (in *data) and unlinks the file. */
+static char *make_file(size_t len, char **data)
+{
+	const char *dir = getenv("AFIO_TEST_DIR");
+	char *path;
+	int fd;
+
+	ck_assert_int_gt(asprintf(&path, "%s/minimal-%d.in", dir ? dir : "/tmp", (int)getpid()), 0);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	*data = pattern(len, (unsigned)len);
+	ck_assert_int_eq(write(fd, *data, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+/* minimal FILE 127.0.0.1 PORT on t's backend and mode, chosen by the
+   environment as a program that passes no config leaves them; its stderr
+   goes to err_fd. */
+static pid_t start_minimal(const struct target *t, const char *file, unsigned port, int err_fd)
+{
+	char port_arg[16];
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid)
+		return pid;
+	snprintf(port_arg, sizeof(port_arg), "%u", port);
+	setenv("AFIO_BACKEND", afio_backend_name(t->backend), 1);
+	setenv("AFIO_MODE", afio_mode_name(t->mode), 1);
+	dup2(err_fd, STDERR_FILENO);
+	execl(minimal_path, minimal_path, file, "127.0.0.1", port_arg, (char *)NULL);
+	_exit(127);
+}
+
+/* Waits for it within the guard; returns its exit status. */
+static int wait_minimal(const struct target *t, pid_t pid)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), status = 0;
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+
+	ck_assert_int_ge(pidfd, 0);
+	if (poll(&pfd, 1, HANG_GUARD_MS) != 1)
+		kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	close(pidfd);
+	ck_assert_msg(WIFEXITED(status), "%s: minimal ended with status 0x%x", t->name, status);
+	return WEXITSTATUS(status);
+}
+
+START_TEST(minimal_sends_the_file)
+{
+	enum { LEN = 3 * MIB + 12345 };
+	const struct target *t = &targets[_i];
+	char *data, *in = malloc(LEN + 1), *path = make_file(LEN, &data);
+	unsigned port;
+	int lfd = loopback_socket(true, &port), fd;
+	pid_t pid;
+
+	ck_assert_ptr_nonnull(in);
+	pid = start_minimal(t, path, port, STDERR_FILENO);
+	wait_for(lfd, POLLIN);
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_uint_eq(recv_to_eof(fd, in, LEN + 1), LEN);
+	ck_assert_msg(!memcmp(in, data, LEN), "%s: the bytes received differ", t->name);
+	ck_assert_int_eq(wait_minimal(t, pid), 0);
+	close(fd);
+	close(lfd);
+	unlink(path);
+	free(path);
+	free(data);
+	free(in);
+}
+END_TEST
+
+/* Runs minimal to its end; returns its exit status, its stderr in err. */
+static int run_minimal(const struct target *t, const char *file, unsigned port,
+		       char *err, size_t cap)
+{
+	int errp[2], status;
+	size_t len = 0;
+	ssize_t n;
+	pid_t pid;
+
+	ck_assert_int_eq(pipe2(errp, O_CLOEXEC), 0);
+	pid = start_minimal(t, file, port, errp[1]);
+	close(errp[1]);
+	status = wait_minimal(t, pid);
+	while (len < cap - 1 && (n = read(errp[0], err + len, cap - 1 - len)) > 0)
+		len += (size_t)n;
+	err[len] = '\0';
+	close(errp[0]);
+	return status;
+}
+
+START_TEST(minimal_reports_errors)
+{
+	const struct target *t = &targets[_i];
+	char err[1024], *data, *path = make_file(100, &data);
+	unsigned port;
+	int closed = loopback_socket(false, &port);
+
+	ck_assert_int_eq(run_minimal(t, "/nonexistent/minimal.in", port, err, sizeof(err)), 1);
+	ck_assert_msg(strstr(err, "/nonexistent/minimal.in: No such file"), "%s said: %s",
+		      t->name, err);
+	/* closed is bound and does not listen: nobody takes the connection. */
+	ck_assert_int_eq(run_minimal(t, path, port, err, sizeof(err)), 1);
+	ck_assert_msg(strstr(err, "Connection refused"), "%s said: %s", t->name, err);
+	close(closed);
+	unlink(path);
+	free(path);
+	free(data);
+}
+END_TEST
+
 /* ---- which backends, which modes ---- */
 
 /* Thousands of connections need as many descriptors, here and in the
@@ -542,6 +682,7 @@ static Suite *examples_suite(void)
 {
 	Suite *s = suite_create("examples");
 	TCase *echo = tcase_create("echo");
+	TCase *minimal = tcase_create("minimal");
 
 	tcase_add_loop_test(echo, echo_returns_what_was_sent, 0, ntargets);
 	tcase_add_loop_test(echo, echo_serves_clients_at_once, 0, ntargets);
@@ -552,6 +693,9 @@ static Suite *examples_suite(void)
 	tcase_add_loop_test(echo, echo_closes_idle_connections, 0, ntargets);
 	tcase_add_loop_test(echo, echo_survives_descriptor_exhaustion, 0, ntargets);
 	suite_add_tcase(s, echo);
+	tcase_add_loop_test(minimal, minimal_sends_the_file, 0, ntargets);
+	tcase_add_loop_test(minimal, minimal_reports_errors, 0, ntargets);
+	suite_add_tcase(s, minimal);
 
 	return s;
 }
@@ -561,12 +705,13 @@ int main(int argc, char **argv)
 	SRunner *sr;
 	int failed;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s AFIO-ECHO AFIO-HTTPD\n", argv[0]);
+	if (argc != 4) {
+		fprintf(stderr, "usage: %s AFIO-ECHO AFIO-HTTPD MINIMAL\n", argv[0]);
 		return 2;
 	}
 	echo_path = argv[1];
 	httpd_path = argv[2];
+	minimal_path = argv[3];
 	raise_nofile();
 	ntargets = find_targets(targets, NULL);
 	sr = srunner_create(examples_suite());
