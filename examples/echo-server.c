@@ -28,9 +28,6 @@
 #define DEFAULT_BUF_SIZE	4096
 #define MAX_BUF_SIZE		(1024 * 1024)
 #define MAX_IDLE_TIMEOUT	86400
-/* afio_create(3): the most workers a pool can have, and so the most
-   connections a mode that holds a worker per waiting socket can serve. */
-#define POOL_MAX_WORKERS	1024
 /* Descriptors kept free for what the library and the loop open later. */
 #define FD_RESERVE		16
 
@@ -217,14 +214,6 @@ static void accept_conn(struct server *srv, int fd)
 
 /* ---- limits ---- */
 
-static bool pool_waits_per_socket(afio_ctx *ctx)
-{
-	enum afio_backend b = afio_backend(ctx);
-
-	return afio_mode(ctx) == AFIO_MODE_ASYNC &&
-	       (b == AFIO_BACKEND_THREADS || b == AFIO_BACKEND_LIBAIO);
-}
-
 /*
  * In ASYNC mode the thread pool (the threads backend, and libaio for
  * sockets) gives each waiting receive a worker of its own: that is what
@@ -235,20 +224,21 @@ static bool pool_waits_per_socket(afio_ctx *ctx)
 static int check_async_ceiling(struct echo *echo, bool explicit_max)
 {
 	afio_ctx *ctx = echo->srv.ctx;
+	struct afio_limits lim;
 
-	if (!pool_waits_per_socket(ctx) || echo->max_conn <= POOL_MAX_WORKERS)
+	if (afio_limits(ctx, &lim) || echo->max_conn <= lim.socket_waits)
 		return 0;
 	if (explicit_max) {
 		fprintf(stderr, "afio-echo: --max-conn %u: %s in async mode holds a pool "
 			"worker for every waiting connection and has at most %u; give "
 			"--max-conn %u or less, or --mode inline or hybrid, which wait "
 			"without a worker\n", echo->max_conn,
-			afio_backend_name(afio_backend(ctx)), POOL_MAX_WORKERS, POOL_MAX_WORKERS);
+			afio_backend_name(afio_backend(ctx)), lim.socket_waits, lim.socket_waits);
 		return -EINVAL;
 	}
-	echo->max_conn = POOL_MAX_WORKERS;
+	echo->max_conn = lim.socket_waits;
 	fprintf(stderr, "afio-echo: %s in async mode serves at most %u connections "
-		"(a pool worker each)\n", afio_backend_name(afio_backend(ctx)), POOL_MAX_WORKERS);
+		"(a pool worker each)\n", afio_backend_name(afio_backend(ctx)), lim.socket_waits);
 	return 0;
 }
 

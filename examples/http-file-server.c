@@ -43,7 +43,6 @@
 #define CACHE_MAX_IDLE		1024		/* open files kept that nobody uses */
 #define POOL_BYTES		(64u << 20)	/* response buffers, per worker */
 #define LINGER_NS		2000000000ull	/* lingering close, at most */
-#define ASYNC_MAX_THREADS	1024
 #define SENDFILE_MIN		(64 * 1024)
 #define NS			1000000000ull
 
@@ -185,8 +184,9 @@ static void arm_accepts(struct worker *w)
 	while (!w->stopping && !w->accept_paused && w->accepts < ACCEPTS &&
 	       w->open_conns + w->accepts < w->max_conn) {
 		if (afio_accept(w->ctx, w->listen_fd, SOCK_NONBLOCK | SOCK_CLOEXEC,
-				on_accept, &w->accept_tag))
+				on_accept, w))
 			break;
+		w->accept_handles[w->accept_next++ % ACCEPTS] = afio_last_handle(w->ctx);
 		w->accepts++;
 	}
 }
@@ -229,7 +229,7 @@ static struct conn *take_conn(struct worker *w)
 
 static void on_accept(void *data, ssize_t res)
 {
-	struct worker *w = container_of(data, struct worker, accept_tag);
+	struct worker *w = data;
 
 	w->accepts--;
 	if (res >= 0) {
@@ -300,8 +300,8 @@ static void tick(struct worker *w)
 static void begin_stop(struct worker *w)
 {
 	w->stopping = true;
-	if (w->accepts)
-		afio_cancel(w->ctx, &w->accept_tag);
+	for (unsigned i = 0; w->accepts && i < ACCEPTS; i++)
+		afio_cancel_handle(w->ctx, w->accept_handles[i]);
 	for (unsigned i = 0; i < w->conns_used; i++)
 		if (w->conns[i].state != C_FREE)
 			conn_stop(&w->conns[i]);
@@ -309,7 +309,7 @@ static void begin_stop(struct worker *w)
 
 static void on_wake(void *data, ssize_t res)
 {
-	struct worker *w = container_of(data, struct worker, wake_byte);
+	struct worker *w = data;
 
 	(void)res;
 	w->wake_pending = false;
@@ -330,7 +330,7 @@ static void *worker_main(void *arg)
 
 	worker_read_clock(w);
 	w->next_tick = w->now + tick_ns(w);
-	if (!afio_recv(w->ctx, w->wake_fd, &w->wake_byte, 1, 0, on_wake, &w->wake_byte))
+	if (!afio_recv(w->ctx, w->wake_fd, &w->wake_byte, 1, 0, on_wake, w))
 		w->wake_pending = true;
 	arm_accepts(w);
 	if (!w->wake_pending || !w->accepts) {
@@ -371,29 +371,29 @@ static int open_listener(const struct httpd_opts *o, unsigned port, unsigned *bo
 /* What a worker waits on besides its connections: accepts, the wake. */
 #define OWN_WAITS	(ACCEPTS + 8)
 
+/* A read and a send per connection, the accepts and a wake; the pool
+   sized for the mode (one worker per entry where each waiting receive
+   holds one). */
 static void size_context(struct afio_config *cfg, const struct httpd_opts *o)
 {
-	/* A read and a send per connection, the accepts and a wake. */
 	cfg->entries = 2 * o->max_conn + OWN_WAITS;
-	/* ASYNC on the pool holds a worker in every waiting receive. */
-	if (cfg->mode == AFIO_MODE_ASYNC)
-		cfg->threads = o->max_conn + OWN_WAITS < ASYNC_MAX_THREADS ?
-			       o->max_conn + OWN_WAITS : ASYNC_MAX_THREADS;
+	cfg->threads = 0;
 }
 
 /*
- * ASYNC on the thread pool (threads, and libaio for sockets) holds a pool
- * worker in each receive an idle connection waits in: connections past
- * the workers would wait for a worker, not for their client.  So take no
- * more than there are; the rest wait in the listen backlog.
+ * Where each waiting receive holds a pool worker (afio_limits(3)),
+ * connections past the workers would wait for a worker, not for their
+ * client.  So take no more than there are; the rest wait in the listen
+ * backlog.
  */
-static unsigned conn_limit(afio_ctx *ctx, const struct afio_config *cfg, unsigned max_conn)
+static unsigned conn_limit(afio_ctx *ctx, unsigned max_conn)
 {
+	struct afio_limits lim;
 	unsigned cap;
 
-	if (afio_mode(ctx) != AFIO_MODE_ASYNC || afio_backend(ctx) == AFIO_BACKEND_IO_URING)
+	if (afio_limits(ctx, &lim) || lim.socket_waits >= max_conn + OWN_WAITS)
 		return max_conn;
-	cap = cfg->threads > OWN_WAITS ? cfg->threads - OWN_WAITS : 1;
+	cap = lim.socket_waits > OWN_WAITS ? lim.socket_waits - OWN_WAITS : 1;
 	return cap < max_conn ? cap : max_conn;
 }
 
@@ -432,7 +432,7 @@ static int worker_init(struct worker *w, const struct httpd_opts *o, int root_fd
 		w->ctx = NULL;
 		return ret;
 	}
-	w->max_conn = conn_limit(w->ctx, &cfg, o->max_conn);
+	w->max_conn = conn_limit(w->ctx, o->max_conn);
 	if (w->max_conn < o->max_conn && !w->id)
 		fprintf(stderr, "afio-httpd: ASYNC on the thread pool holds a worker per "
 			"waiting socket: %u connections per worker at most\n", w->max_conn);

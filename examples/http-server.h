@@ -138,13 +138,16 @@ struct worker {
 	int listen_fd;
 	int wake_fd;			/* the main thread writes a byte here to stop us */
 	int spare_fd;			/* given up when accept runs out of descriptors */
-	char wake_byte;
+	char wake_byte;			/* what the wake's recv reads */
 	bool stopping;
 	bool failed;
 	bool accept_paused;		/* out of descriptors: wait for a tick */
 	bool wake_pending;
 	unsigned accepts;		/* in flight */
-	char accept_tag;		/* its afio data pointer, for afio_cancel() */
+	/* The latest ACCEPTS accepts' handles, which name every accept in
+	   flight (afio_cancel_handle() refuses those that completed). */
+	afio_handle accept_handles[ACCEPTS];
+	unsigned accept_next;
 
 	struct conn *conns;
 	struct conn *free_conns;

@@ -307,38 +307,18 @@ static int open_descriptors(struct server *srv, const struct server_opts *opts)
 	return 0;
 }
 
-/* afio_create(3): the largest pool it makes. */
-#define POOL_MAX_WORKERS	1024
-
-/* Sizes the context for max_conn connections with one request each. */
-static void size_context(struct afio_config *cfg, unsigned max_conn)
-{
-	cfg->entries = max_conn;
-	/* In async mode a pool worker (threads, and libaio for sockets) waits
-	   in each pending receive; with fewer workers than connections, idle
-	   clients would hold them all while others' sends wait in the queue.
-	   Past the pool's largest size the program has to refuse (echo) or
-	   live with it. */
-	if (cfg->mode == AFIO_MODE_ASYNC && cfg->threads < max_conn)
-		cfg->threads = max_conn < POOL_MAX_WORKERS ? max_conn : POOL_MAX_WORKERS;
-}
-
-/* AFIO_MODE in the environment may turn the default INLINE into another
-   mode inside afio_create(), and the pool is sized by mode: if it did, the
-   context is made again, sized for the mode in force. */
+/* One request per connection; the pool sized for the mode in force
+   (AFIO_MODE may change it inside afio_create()): where a waiting receive
+   holds a worker, one per entry, so that idle clients cannot hold them all
+   while others' sends wait.  afio_limits() says what that came to. */
 static int create_context(struct server *srv, const struct server_opts *opts)
 {
 	struct afio_config cfg = opts->afio;
 	int ret;
 
-	size_context(&cfg, opts->max_conn);
+	cfg.entries = opts->max_conn;
+	cfg.threads = 0;
 	ret = afio_create(&srv->ctx, &cfg);
-	if (!ret && afio_mode(srv->ctx) != cfg.mode) {
-		cfg.mode = afio_mode(srv->ctx);
-		afio_destroy(srv->ctx);
-		size_context(&cfg, opts->max_conn);
-		ret = afio_create(&srv->ctx, &cfg);
-	}
 	if (ret)
 		srv->ctx = NULL;
 	return ret;

@@ -20,8 +20,12 @@ struct afio_ctx {
 	struct afio_reqq done;		/* finished, callbacks pending */
 	struct afio_reqq to_pool;	/* routed by the primary, for the pool */
 	struct afio_req *free_slots;
-	struct afio_req *live;		/* taken slots, newest first */
 	struct afio_req *last;		/* the latest accepted: afio_last_handle() */
+	/* One more than the highest slot index ever taken: what cancel by
+	   data and destroy look through.  The free list is a stack that
+	   starts at slot 0, so this is the most requests ever held at once,
+	   not entries. */
+	unsigned slots_used;
 	struct afio_req *slots;
 	struct afio_config cfg;
 	struct afio_stats st;

@@ -102,6 +102,8 @@ static struct afio_req *get_slot(struct afio_ctx *ctx, int *err)
 		return NULL;
 	}
 	ctx->free_slots = r->next;
+	if (r->index >= ctx->slots_used)
+		ctx->slots_used = r->index + 1;
 	return r;
 }
 
@@ -116,11 +118,6 @@ static struct afio_req *new_req(struct afio_ctx *ctx, enum afio_op op, int fd,
 		return NULL;
 	memset(&r->buf, 0, offsetof(struct afio_req, ctx) - offsetof(struct afio_req, buf));
 	r->gen++;
-	r->live_next = ctx->live;
-	r->live_prev = &ctx->live;
-	if (ctx->live)
-		ctx->live->live_prev = &r->live_next;
-	ctx->live = r;
 	ctx->last = r;
 	r->op = op;
 	r->fd = fd;

@@ -259,9 +259,6 @@ static unsigned run_callbacks(struct afio_ctx *ctx)
 
 		/* Free the slot first so that the callback can reuse it. */
 		next = r->next;
-		*r->live_prev = r->live_next;
-		if (r->live_next)
-			r->live_next->live_prev = r->live_prev;
 		r->state = AFIO_REQ_FREE;
 		r->next = ctx->free_slots;
 		ctx->free_slots = r;
@@ -378,8 +375,6 @@ static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
 	}
 }
 
-/* The live list changes only where a slot is taken or freed, and neither
-   happens inside cancel_req(): it can be walked while canceling. */
 int afio_cancel(afio_ctx *ctx, void *data)
 {
 	int n = 0, ret;
@@ -387,7 +382,9 @@ int afio_cancel(afio_ctx *ctx, void *data)
 	ret = afio_ctx_check(ctx);
 	if (ret)
 		return ret;
-	for (struct afio_req *r = ctx->live; r; r = r->live_next) {
+	for (unsigned i = 0; i < ctx->slots_used; i++) {
+		struct afio_req *r = &ctx->slots[i];
+
 		if (r->data != data ||
 		    (r->state != AFIO_REQ_QUEUED && r->state != AFIO_REQ_HANDED))
 			continue;
@@ -437,8 +434,8 @@ int afio_cancel_handle(afio_ctx *ctx, afio_handle h)
 
 void afio_cancel_all(struct afio_ctx *ctx)
 {
-	for (struct afio_req *r = ctx->live; r; r = r->live_next)
-		cancel_req(ctx, r);
+	for (unsigned i = 0; i < ctx->slots_used; i++)
+		cancel_req(ctx, &ctx->slots[i]);
 }
 
 void afio_drain(struct afio_ctx *ctx)

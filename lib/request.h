@@ -126,10 +126,6 @@ struct afio_req {
 	   whoever runs the request. */
 	uint8_t buffered;
 	struct afio_ctx *ctx;
-	/* In the context's list of live requests (new_req() to the callback),
-	   which afio_cancel() by data walks instead of every slot. */
-	struct afio_req *live_next;
-	struct afio_req **live_prev;
 	int fd;
 	int fd2;
 	uint32_t index;		/* position in the slot array; backends key per-slot state on it */
