@@ -471,7 +471,8 @@ static void on_sendfile(void *data, ssize_t res)
 	 * Short: the socket buffer is full.  The rest goes through the
 	 * buffers, whose send waits for room in the kernel; another sendfile
 	 * would find no room at once and, on io_uring, take the long way of
-	 * two splices in io-wq (measured slower at 1 MiB: bench/README.md).
+	 * two splices in the kernel's workers, which costs more than a send
+	 * that waits for room.
 	 */
 	if ((uint64_t)res < c->body_end - c->read_off)
 		c->sendfile = false;

@@ -397,9 +397,10 @@ static unsigned conn_limit(afio_ctx *ctx, unsigned max_conn)
 	return cap < max_conn ? cap : max_conn;
 }
 
-/* Bodies this long go by afio_sendfile(): at 1 MiB it beat reads and
-   sends clearly, at 100 KiB it was even, at 4 KiB the extra send of the
-   head lost (bench/README.md).  AFIO_HTTPD_SENDFILE_MIN changes it. */
+/* Bodies this long go by afio_sendfile(): it saves copying the body
+   through user memory but costs a send of its own for the head, which a
+   small body does not repay.  AFIO_HTTPD_SENDFILE_MIN changes it;
+   bench/http-bench.sh measures a choice. */
 static uint64_t sendfile_min(void)
 {
 	const char *v = getenv("AFIO_HTTPD_SENDFILE_MIN");

@@ -82,7 +82,9 @@ struct afio_backend_ops {
 	   something.  Without it the core waits on the context's eventfd. */
 	int (*wait)(struct afio_engine *e, int timeout_ms);
 
-	/* Ask for r (owned by e) to stop; it still completes through reap. */
+	/* Ask for r (owned by e) to stop.  It still completes exactly once:
+	   later through reap, or at once by afio_req_done() where nothing of
+	   it is in the kernel. */
 	void (*cancel)(struct afio_engine *e, struct afio_req *r);
 
 	/* Optional: one line on how the engine is set up. */

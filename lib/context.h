@@ -66,7 +66,7 @@ int afio_select_backend(struct afio_ctx *ctx);
 void afio_engine_prepare(struct afio_ctx *ctx, struct afio_engine *e,
 			 const struct afio_backend_ops *ops);
 
-/* The eventfd is the application's from now on. */
+/* From now on the application watches the eventfd. */
 void afio_export_eventfd(struct afio_ctx *ctx);
 
 /* Cancel everything queued or in flight (destroy). */

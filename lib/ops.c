@@ -203,8 +203,8 @@ static int check_rwf(int rwf)
  * promise: on a SOCK_SEQPACKET socket io_uring joins messages in some
  * modes and not in others, on a datagram socket it means nothing, and
  * with MSG_PEEK each retry would copy the same bytes again.  Its fd is
- * looked at only then; one that is not a socket is the callback's to
- * report, as for any request.
+ * looked at only then; where it is not a socket, the callback gets the
+ * error, as for any request.
  */
 static int check_sock_flags(int fd, int flags)
 {

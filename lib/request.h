@@ -197,7 +197,8 @@ int afio_reqq_remove(struct afio_reqq *q, struct afio_req *r);
 size_t afio_req_bytes(const struct afio_req *r);
 
 /* What a request that stops with err after moving `progress` bytes
-   completes with: the bytes are the caller's to know of. */
+   completes with: the callback learns how many bytes moved, and of err
+   only when none did. */
 static inline ssize_t afio_partial(size_t progress, ssize_t err)
 {
 	return progress ? (ssize_t)progress : err;
@@ -214,8 +215,9 @@ static inline int afio_op_is_socket(enum afio_op op)
 }
 
 /* What a request stopped by a cancel or a hand-off error completes with:
-   bytes a socket request already took are the caller's to know of; a file
-   request that did not run to its end says why (afio_cancel(3)). */
+   a socket request that already moved bytes reports them, so that the
+   callback knows what moved; a file request that did not run to its end
+   says why (afio_cancel(3)). */
 static inline ssize_t afio_req_stopped(const struct afio_req *r, ssize_t err)
 {
 	return afio_op_is_socket(r->op) ? afio_partial(r->progress, err) : err;

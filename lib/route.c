@@ -88,7 +88,7 @@ static bool kernel_runs(unsigned caps, enum afio_op op)
  * files and paths go without a flag, since a page-cache hit then finishes
  * in the submitter and a miss is read without blocking it: handing them
  * to the workers, always or past a number in flight, measured slower
- * (bench/results/2026-11-30-io_uring-hybrid.md).  A timer or a nop has
+ * (lib/README.md, "Choices that were measured").  A timer or a nop has
  * nothing for a worker to do.
  *
  * A sendfile is two splices, which the kernel always gives to its

@@ -86,7 +86,7 @@ static ssize_t connect_nowait(struct afio_req *r, int fd)
  * sendfile(2) has no MSG_NOSIGNAL: a peer that went away would raise
  * SIGPIPE in this thread, which is the application's.  So SIGPIPE is
  * blocked for the call and the one it raised taken back, unless the
- * thread blocked it already (then it is the thread's to handle).
+ * thread blocked it already (then the thread handles it).
  */
 static ssize_t sendfile_at(int fd, int file_fd, uint64_t at, size_t len)
 {
