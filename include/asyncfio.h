@@ -283,6 +283,52 @@ AFIO_API int afio_timeout(afio_ctx *ctx, uint64_t ns, afio_cb cb, void *data);
    what a request costs.  It waits for no other request. */
 AFIO_API int afio_nop(afio_ctx *ctx, afio_cb cb, void *data);
 
+/* ---- buffer pools and multishot requests ---- */
+
+/*
+ * A pool holds count buffers of size bytes, owned by the context.  A
+ * receive from a pool waits for data holding no buffer; when data comes
+ * the library reads it into a free buffer of the pool and hands that
+ * buffer to the callback, which owns it until afio_buf_release().  A
+ * multishot request keeps delivering: each callback but the last has
+ * AFIO_CQE_MORE, and exactly one last callback (an error, the end of the
+ * stream, a cancel) ends it.  afio_bufpools(3).
+ */
+#define AFIO_MAX_BUFPOOLS	8
+#define AFIO_MAX_POOL_BUFS	65536
+
+/* flags of an afio_ecb */
+#define AFIO_CQE_MORE		(1u << 0) /* more completions of this request follow */
+#define AFIO_CQE_BUFFER		(1u << 1) /* res bytes are in buffer afio_cqe_buf(flags) */
+#define AFIO_CQE_BUF_SHIFT	16
+static inline unsigned afio_cqe_buf(unsigned flags)
+{
+	return flags >> AFIO_CQE_BUF_SHIFT;
+}
+
+/* The callback of a request that may complete more than once, or with a
+   pool buffer. */
+typedef void (*afio_ecb)(void *data, ssize_t res, unsigned flags);
+
+/* how of afio_recv_pooled() */
+#define AFIO_RECV_MULTISHOT	(1u << 0) /* keep receiving until the last completion */
+#define AFIO_RECV_BUF_NOWAIT	(1u << 1) /* an empty pool completes with -ENOBUFS */
+
+/* A pool of count buffers of size bytes; *pool gets its number. */
+AFIO_API int afio_bufpool_create(afio_ctx *ctx, unsigned count, size_t size, unsigned *pool);
+/* Buffer id of pool, or NULL when there is no such buffer. */
+AFIO_API void *afio_buf(const afio_ctx *ctx, unsigned pool, unsigned id);
+/* Gives a buffer the program holds back to its pool: -EALREADY when the
+   program does not hold it (given back twice, or never taken). */
+AFIO_API int afio_buf_release(afio_ctx *ctx, unsigned pool, unsigned id);
+/* recv(2) into a buffer of pool once data is there.  res: bytes, with
+   AFIO_CQE_BUFFER (none when res is 0 or -errno). */
+AFIO_API int afio_recv_pooled(afio_ctx *ctx, int fd, unsigned pool, int flags, unsigned how,
+			      afio_ecb cb, void *data);
+/* afio_accept() that goes on accepting: res is each new fd, with
+   AFIO_CQE_MORE, until an error or a cancel ends it. */
+AFIO_API int afio_accept_multishot(afio_ctx *ctx, int fd, int flags, afio_ecb cb, void *data);
+
 /* ---- running, waiting and canceling ---- */
 
 /* Hand queued requests over to the backend; returns how many went. */

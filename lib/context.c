@@ -340,6 +340,7 @@ void afio_destroy(afio_ctx *ctx)
 	exit_engine(&ctx->pool, forked);
 	exit_engine(&ctx->primary, forked);
 	close(ctx->evfd);
+	afio_bufpools_free(ctx);
 	free(ctx->slots);
 	free(ctx);
 }

@@ -26,6 +26,9 @@ struct afio_ctx {
 	   starts at slot 0, so this is the most requests ever held at once,
 	   not entries. */
 	unsigned slots_used;
+	bool requeued;			/* the core queued a request again since the last flush */
+	unsigned nbufpools;
+	struct afio_bufpool *bufpools[AFIO_MAX_BUFPOOLS];
 	struct afio_req *slots;
 	struct afio_config cfg;
 	struct afio_stats st;
@@ -68,6 +71,21 @@ void afio_engine_prepare(struct afio_ctx *ctx, struct afio_engine *e,
 
 /* From now on the application watches the eventfd. */
 void afio_export_eventfd(struct afio_ctx *ctx);
+
+/* ---- lib/bufpool.c ---- */
+struct afio_bufpool;
+void afio_bufpools_free(struct afio_ctx *ctx);
+bool afio_bufpool_valid(const struct afio_ctx *ctx, unsigned pool);
+size_t afio_bufpool_size(const struct afio_ctx *ctx, unsigned pool);
+/* r's engine found it readable: read into a pool buffer, park or queue it again. */
+void afio_recv_into_pool(struct afio_req *r);
+void afio_bufpool_unpark(struct afio_ctx *ctx, struct afio_req *r);
+
+/* The result is final (afio_req_done() after the engine's part). */
+void afio_req_finish(struct afio_req *r, ssize_t res);
+void afio_req_requeue(struct afio_req *r);
+/* Submits what the core queued again, where no afio_poll() will. */
+void afio_ctx_kick(struct afio_ctx *ctx);
 
 /* Cancel everything queued or in flight (destroy). */
 void afio_cancel_all(struct afio_ctx *ctx);

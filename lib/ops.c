@@ -42,6 +42,7 @@ const struct afio_op_desc afio_op_descs[AFIO_OP_COUNT] = {
 	[AFIO_OP_UNLINKAT] = { "unlinkat", AFIO_KIND_SYNC, 0 },
 	[AFIO_OP_MKDIRAT] = { "mkdirat", AFIO_KIND_SYNC, 0 },
 	[AFIO_OP_NOP] = { "nop", AFIO_KIND_NOP, 0 },
+	[AFIO_OP_RECV_POOL] = { "recv_pooled", AFIO_KIND_SOCKET, POLLIN },
 };
 
 unsigned afio_op_count(void)
@@ -401,6 +402,76 @@ int afio_accept(afio_ctx *ctx, int fd, int flags, afio_cb cb, void *data)
 	r = new_req(ctx, AFIO_OP_ACCEPT, fd, cb, data, &ret);
 	if (!r)
 		return ret;
+	r->flags = flags;
+	return enqueue(ctx, r);
+}
+
+/* ---- multishot and pooled ---- */
+
+/* new_req() for a request whose callback is an afio_ecb. */
+static struct afio_req *new_ecb_req(afio_ctx *ctx, enum afio_op op, int fd, afio_ecb cb,
+				    void *data, uint8_t shot, int *err)
+{
+	struct afio_req *r = new_req(ctx, op, fd, NULL, data, err);
+
+	if (r) {
+		r->ecb = cb;
+		r->shot = AFIO_SHOT_ECB | shot;
+	}
+	return r;
+}
+
+static int check_ecb(afio_ctx *ctx, int fd, afio_ecb cb)
+{
+	if (!ctx || !cb)
+		return -EINVAL;
+	if (afio_ctx_forked(ctx))
+		return -ECHILD;
+	return fd < 0 ? -EBADF : 0;
+}
+
+int afio_accept_multishot(afio_ctx *ctx, int fd, int flags, afio_ecb cb, void *data)
+{
+	struct afio_req *r;
+	int ret = check_ecb(ctx, fd, cb);
+
+	if (!ret && (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)))
+		ret = -EINVAL;
+	if (ret)
+		return ret;
+	r = new_ecb_req(ctx, AFIO_OP_ACCEPT, fd, cb, data, AFIO_SHOT_MULTI, &ret);
+	if (!r)
+		return ret;
+	r->flags = flags;
+	return enqueue(ctx, r);
+}
+
+/*
+ * MSG_WAITALL would take more than one buffer, MSG_PEEK would read the
+ * same bytes again at every shot and MSG_TRUNC would give a length past
+ * the buffer: refused, with what afio_recv() refuses.
+ */
+int afio_recv_pooled(afio_ctx *ctx, int fd, unsigned pool, int flags, unsigned how,
+		     afio_ecb cb, void *data)
+{
+	struct afio_req *r;
+	int ret = check_ecb(ctx, fd, cb);
+
+	if (ret)
+		return ret;
+	if (!afio_bufpool_valid(ctx, pool) || (flags & (MSG_WAITALL | MSG_PEEK | MSG_TRUNC)) ||
+	    (how & ~(AFIO_RECV_MULTISHOT | AFIO_RECV_BUF_NOWAIT)))
+		return -EINVAL;
+	ret = check_sock_flags(fd, flags);
+	if (ret)
+		return ret;
+	r = new_ecb_req(ctx, AFIO_OP_RECV_POOL, fd, cb, data,
+			(how & AFIO_RECV_MULTISHOT ? AFIO_SHOT_MULTI : 0) |
+			(how & AFIO_RECV_BUF_NOWAIT ? AFIO_SHOT_BUF_NOWAIT : 0), &ret);
+	if (!r)
+		return ret;
+	r->len = afio_bufpool_size(ctx, pool);
+	r->mode = pool;
 	r->flags = flags;
 	return enqueue(ctx, r);
 }

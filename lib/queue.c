@@ -109,6 +109,19 @@ void afio_req_done(struct afio_req *r, ssize_t res)
 		r->engine->handed--;
 		r->engine = NULL;
 	}
+	/* The engine's part of a pooled receive ends with readiness. */
+	if (__builtin_expect(r->op == AFIO_OP_RECV_POOL, 0) && res > 0) {
+		if (r->cancel)
+			afio_req_finish(r, -ECANCELED);
+		else
+			afio_recv_into_pool(r);
+		return;
+	}
+	afio_req_finish(r, res);
+}
+
+void afio_req_finish(struct afio_req *r, ssize_t res)
+{
 	r->res = res;
 	r->state = AFIO_REQ_DONE;
 	afio_reqq_push(&r->ctx->done, r);
@@ -117,6 +130,16 @@ void afio_req_done(struct afio_req *r, ssize_t res)
 	   at submit, cancel) the eventfd must say so now. */
 	if (!r->ctx->in_poll && r->ctx->evfd_exported && r->ctx->done.count == 1)
 		signal_eventfd(r->ctx);
+}
+
+/* Queued again by the core (a pooled receive to wait once more, the next
+   shot of a multishot request): afio_poll() submits it before it sleeps,
+   afio_ctx_kick() where no afio_poll() runs. */
+void afio_req_requeue(struct afio_req *r)
+{
+	r->state = AFIO_REQ_QUEUED;
+	afio_reqq_push(&r->ctx->queue, r);
+	r->ctx->requeued = true;
 }
 
 void afio_count_nowait(struct afio_ctx *ctx)
@@ -167,6 +190,7 @@ static int flush(struct afio_ctx *ctx)
 {
 	int ret;
 
+	ctx->requeued = false;
 	if (!ctx->queue.head)
 		return 0;
 	ret = ctx->primary.ops->submit(&ctx->primary, &ctx->queue);
@@ -175,6 +199,12 @@ static int flush(struct afio_ctx *ctx)
 	if (ret == -EAGAIN || ret == -EBUSY)
 		ret = 0;
 	return ret;
+}
+
+void afio_ctx_kick(struct afio_ctx *ctx)
+{
+	if (ctx->requeued && !ctx->in_poll)
+		(void)flush(ctx);
 }
 
 int afio_submit(afio_ctx *ctx)
@@ -232,7 +262,10 @@ static void reap(struct afio_ctx *ctx)
 void afio_export_eventfd(struct afio_ctx *ctx)
 {
 	ctx->evfd_exported = true;
+	ctx->in_poll = true;
 	clear_and_reap(ctx);
+	ctx->in_poll = false;
+	afio_ctx_kick(ctx);
 	if (ctx->done.head && !ctx->in_poll)
 		signal_eventfd(ctx);
 }
@@ -244,6 +277,49 @@ void afio_export_eventfd(struct afio_ctx *ctx)
  * chain goes on, and the caller's event loop with it.  What finishes
  * meanwhile runs in the next round.
  */
+static void free_slot(struct afio_ctx *ctx, struct afio_req *r)
+{
+	r->state = AFIO_REQ_FREE;
+	r->next = ctx->free_slots;
+	ctx->free_slots = r;
+	ctx->st.completed++;
+	if (r->res == -ECANCELED)
+		ctx->st.canceled++;
+}
+
+/* A result that a multishot request goes on after: bytes received, or an
+   accepted fd; not one that a cancel, the end of the stream or an error
+   gave, and nothing once the context is closing. */
+static bool shot_goes_on(const struct afio_ctx *ctx, const struct afio_req *r)
+{
+	if (!(r->shot & AFIO_SHOT_MULTI) || r->cancel || ctx->closing)
+		return false;
+	return r->op == AFIO_OP_ACCEPT ? r->res >= 0 : r->res > 0;
+}
+
+/* The callback of a request that may complete more than once or with a
+   buffer: it is queued again before its callback runs, so that the
+   callback can cancel it by its handle, which stays the same. */
+static void run_ecb(struct afio_ctx *ctx, struct afio_req *r)
+{
+	afio_ecb cb = r->ecb;
+	void *data = r->data;
+	ssize_t res = r->res;
+	unsigned flags = 0;
+
+	if (r->shot & AFIO_SHOT_HAS_BUF) {
+		flags |= AFIO_CQE_BUFFER | (unsigned)r->off << AFIO_CQE_BUF_SHIFT;
+		r->shot &= (uint8_t)~AFIO_SHOT_HAS_BUF;
+	}
+	if (shot_goes_on(ctx, r)) {
+		flags |= AFIO_CQE_MORE;
+		afio_req_requeue(r);
+	} else {
+		free_slot(ctx, r);
+	}
+	cb(data, res, flags);
+}
+
 static unsigned run_callbacks(struct afio_ctx *ctx)
 {
 	struct afio_req *r = ctx->done.head, *next;
@@ -255,18 +331,16 @@ static unsigned run_callbacks(struct afio_ctx *ctx)
 	for (; r; r = next) {
 		afio_cb cb = r->cb;
 		void *data = r->data;
-		ssize_t res = r->res;
 
-		/* Free the slot first so that the callback can reuse it. */
 		next = r->next;
-		r->state = AFIO_REQ_FREE;
-		r->next = ctx->free_slots;
-		ctx->free_slots = r;
-		ctx->st.completed++;
-		if (res == -ECANCELED)
-			ctx->st.canceled++;
-		cb(data, res);
 		ran++;
+		if (__builtin_expect(r->shot, 0)) {
+			run_ecb(ctx, r);
+			continue;
+		}
+		/* Free the slot first so that the callback can reuse it. */
+		free_slot(ctx, r);
+		cb(data, r->res);
 	}
 	return ran;
 }
@@ -338,6 +412,8 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 		if (ran >= min_complete || (!in_engines(ctx) && !ctx->queue.head) ||
 		    ctx->destroy_deferred)
 			break;
+		if (ctx->requeued)
+			continue;
 		wait_ms = time_left(timeout_ms, deadline);
 		if (!wait_ms)
 			break;
@@ -368,11 +444,20 @@ static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
 {
 	if (r->state == AFIO_REQ_QUEUED) {
 		afio_reqq_remove(&ctx->queue, r);
-		afio_req_done(r, afio_req_stopped(r, -ECANCELED));
+		afio_req_finish(r, afio_req_stopped(r, -ECANCELED));
+	} else if (r->state == AFIO_REQ_PARKED) {
+		afio_bufpool_unpark(ctx, r);
+		afio_req_finish(r, -ECANCELED);
 	} else if (r->state == AFIO_REQ_HANDED && !r->cancel) {
 		r->cancel = 1;
 		r->engine->ops->cancel(r->engine, r);
 	}
+}
+
+static bool cancelable(const struct afio_req *r)
+{
+	return r->state == AFIO_REQ_QUEUED || r->state == AFIO_REQ_HANDED ||
+	       r->state == AFIO_REQ_PARKED;
 }
 
 int afio_cancel(afio_ctx *ctx, void *data)
@@ -385,8 +470,7 @@ int afio_cancel(afio_ctx *ctx, void *data)
 	for (unsigned i = 0; i < ctx->slots_used; i++) {
 		struct afio_req *r = &ctx->slots[i];
 
-		if (r->data != data ||
-		    (r->state != AFIO_REQ_QUEUED && r->state != AFIO_REQ_HANDED))
+		if (r->data != data || !cancelable(r))
 			continue;
 		cancel_req(ctx, r);
 		n++;
@@ -426,7 +510,7 @@ int afio_cancel_handle(afio_ctx *ctx, afio_handle h)
 	r = &ctx->slots[index];
 	if (r->state == AFIO_REQ_FREE || handle_of(r) != h)
 		return -ENOENT;
-	if (r->state == AFIO_REQ_DONE || r->cancel)
+	if (!cancelable(r) || r->cancel)
 		return -EALREADY;
 	cancel_req(ctx, r);
 	return 0;
@@ -440,9 +524,15 @@ void afio_cancel_all(struct afio_ctx *ctx)
 
 void afio_drain(struct afio_ctx *ctx)
 {
+	struct afio_req *r;
+
 	ctx->in_poll = true;
 	for (;;) {
 		reap(ctx);
+		/* What the core queued again (a pooled receive that found
+		   nothing after all) is not submitted any more. */
+		while ((r = afio_reqq_pop(&ctx->queue)))
+			afio_req_finish(r, -ECANCELED);
 		run_callbacks(ctx);
 		if (ctx->done.head)
 			continue;

@@ -36,6 +36,12 @@
  *   UNLINKAT        dirfd    path           -          -         -      AT_*     -
  *   MKDIRAT         dirfd    path           -          -         -      -        mode
  *   NOP             -        -              -          -         -      -        -
+ *   RECV_POOL       socket   -              -          bufsize   bufid  MSG_*    pool
+ *
+ * RECV_POOL waits for readiness without a buffer (the engine's part, which
+ * ends with the poll(2) events as its result); the core then reads into a
+ * buffer of the pool (lib/bufpool.c).  ACCEPT and RECV_POOL may be
+ * multishot (r->shot).
  */
 enum afio_op {
 	AFIO_OP_READ,
@@ -62,6 +68,7 @@ enum afio_op {
 	AFIO_OP_UNLINKAT,
 	AFIO_OP_MKDIRAT,
 	AFIO_OP_NOP,
+	AFIO_OP_RECV_POOL,
 	AFIO_OP_COUNT,
 };
 
@@ -87,6 +94,7 @@ enum afio_req_state {
 	AFIO_REQ_QUEUED,	/* accepted, still in the core's queue */
 	AFIO_REQ_HANDED,	/* an engine owns it */
 	AFIO_REQ_DONE,		/* result known, callback not yet run */
+	AFIO_REQ_PARKED,	/* ready, waiting for a pool buffer to come back */
 };
 
 struct afio_ctx;
@@ -94,7 +102,10 @@ struct afio_engine;
 
 struct afio_req {
 	struct afio_req *next;	/* link in whichever queue holds it */
-	afio_cb cb;
+	union {
+		afio_cb cb;
+		afio_ecb ecb;		/* when shot has AFIO_SHOT_ECB */
+	};
 	void *data;
 	/* From here to ctx: what new_req() clears for each request. */
 	union {
@@ -125,6 +136,7 @@ struct afio_req {
 	   again (an F_SETFL in between races either way).  Written only by
 	   whoever runs the request. */
 	uint8_t buffered;
+	uint8_t shot;		/* enum afio_shot, set by the queueing call */
 	struct afio_ctx *ctx;
 	int fd;
 	int fd2;
@@ -133,6 +145,15 @@ struct afio_req {
 	uint8_t op;
 	uint8_t state;
 	uint8_t cancel;		/* afio_cancel() asked for it */
+};
+
+/* What a request that may complete more than once, or with a pool
+   buffer, carries (r->shot). */
+enum afio_shot {
+	AFIO_SHOT_ECB = 1u << 0,	/* its callback is an afio_ecb */
+	AFIO_SHOT_MULTI = 1u << 1,	/* queued again after each result, until the last */
+	AFIO_SHOT_BUF_NOWAIT = 1u << 2,	/* an empty pool is -ENOBUFS, not a wait */
+	AFIO_SHOT_HAS_BUF = 1u << 3,	/* its result is in buffer r->off of pool r->mode */
 };
 
 struct afio_reqq {

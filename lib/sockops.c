@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sock_diag.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -197,6 +198,22 @@ static ssize_t sendfile_bounded(struct afio_req *r, int fd)
 	return sent ? (ssize_t)sent : n;
 }
 
+/* A pooled receive's part in the engine: readiness, with no buffer. */
+static ssize_t readable_now(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	int n;
+
+	do
+		n = poll(&pfd, 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (pfd.revents & POLLNVAL)
+		return -EBADF;
+	return n ? pfd.revents : -EAGAIN;
+}
+
 ssize_t afio_req_sock_nowait(struct afio_req *r, int fd)
 {
 	ssize_t n;
@@ -209,6 +226,8 @@ ssize_t afio_req_sock_nowait(struct afio_req *r, int fd)
 		return connect_nowait(r, fd);
 	case AFIO_OP_SENDFILE:
 		return sendfile_bounded(r, fd);
+	case AFIO_OP_RECV_POOL:
+		return readable_now(fd);
 	default:
 		break;
 	}

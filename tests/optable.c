@@ -374,6 +374,31 @@ static unsigned run_nop(afio_ctx *ctx, struct fixture *f)
 	return 1;
 }
 
+static void on_pooled(void *data, ssize_t res, unsigned flags)
+{
+	unsigned *got = data;
+
+	ck_assert_int_eq(res, 1);
+	ck_assert(flags & AFIO_CQE_BUFFER);
+	*got = afio_cqe_buf(flags) + 1;
+}
+
+static unsigned run_recv_pooled(afio_ctx *ctx, struct fixture *f)
+{
+	unsigned pool, got = 0;
+	int64_t until = tu_now_ns() + TU_HANG_MS * TU_NS_PER_MS;
+
+	ck_assert_int_eq(afio_bufpool_create(ctx, 1, 16, &pool), 0);
+	ck_assert_int_eq(write(f->sv[0], "p", 1), 1);
+	ck_assert_int_eq(afio_recv_pooled(ctx, f->sv[1], pool, 0, 0, on_pooled, &got), 0);
+	while (!got) {
+		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+		ck_assert_msg(tu_now_ns() < until, "recv_pooled on %s hung", tu_target_name());
+	}
+	ck_assert_int_eq(afio_buf_release(ctx, pool, got - 1), 0);
+	return 1;
+}
+
 /* Each queues and checks requests of one op; returns how many. */
 static const struct {
 	const char *op;
@@ -387,7 +412,7 @@ static const struct {
 	{ "close", run_close }, { "statx", run_statx }, { "fallocate", run_fallocate },
 	{ "ftruncate", run_ftruncate }, { "sync_range", run_sync_range },
 	{ "renameat", run_renameat }, { "unlinkat", run_unlinkat }, { "mkdirat", run_mkdirat },
-	{ "nop", run_nop },
+	{ "nop", run_nop }, { "recv_pooled", run_recv_pooled },
 };
 
 /*

@@ -115,6 +115,13 @@ static void prep_timeout(struct uring *u, struct io_uring_sqe *sqe, struct afio_
 	io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
 }
 
+/* A pooled receive's wait: readiness, no buffer (lib/bufpool.c). */
+static void prep_recv_pool(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_poll_add(sqe, r->fd, POLLIN);
+}
+
 static void prep_nop(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
 	(void)u;
@@ -211,6 +218,7 @@ const struct uring_op uring_ops[AFIO_OP_COUNT] = {
 	[AFIO_OP_UNLINKAT] = { IORING_OP_UNLINKAT, "UNLINKAT", "5.11", prep_unlinkat },
 	[AFIO_OP_MKDIRAT] = { IORING_OP_MKDIRAT, "MKDIRAT", "5.15", prep_mkdirat },
 	[AFIO_OP_NOP] = { IORING_OP_NOP, "NOP", "5.1", prep_nop },
+	[AFIO_OP_RECV_POOL] = { IORING_OP_POLL_ADD, "POLL_ADD", "5.1", prep_recv_pool },
 };
 
 int uring_op_kernel(const struct afio_engine *e, enum afio_op op, char *buf, size_t len)

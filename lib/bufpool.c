@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Buffer pools: receives that hold no buffer while they wait.
+ *
+ * A RECV_POOL request is two steps.  The engine waits for the socket to
+ * be readable, as for any socket op, and completes with the poll(2)
+ * events; afio_req_done() then hands it here, on the owner thread, where
+ * it takes a free buffer and reads into it without blocking.  No buffer
+ * free: the request is PARKED in the pool's waiters until one comes back.
+ * Nothing read after all (another reader was first): it is queued again
+ * for another wait.  Buffers are the owner thread's alone, so no lock.
+ *
+ * Who holds a buffer: the pool while it is on the free stack, the
+ * program from the callback that names it until afio_buf_release().
+ * The memory is mapped, not allocated: a buffer never used costs no RSS,
+ * and the free stack hands out the most recently returned first.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "context.h"
+
+#define MAX_BUF_SIZE	(1u << 30)
+
+struct afio_bufpool {
+	char *mem;
+	size_t size;
+	size_t map_len;
+	unsigned count;
+	unsigned nfree;
+	uint32_t *free_ids;	/* a stack */
+	uint8_t *held;		/* 1 while the program holds it */
+	struct afio_reqq waiters;	/* PARKED, oldest first */
+};
+
+static void free_pool(struct afio_bufpool *bp)
+{
+	if (bp->mem)
+		munmap(bp->mem, bp->map_len);
+	free(bp->free_ids);
+	free(bp->held);
+	free(bp);
+}
+
+int afio_bufpool_create(afio_ctx *ctx, unsigned count, size_t size, unsigned *pool)
+{
+	struct afio_bufpool *bp;
+	int ret = afio_ctx_check(ctx);
+
+	if (ret)
+		return ret;
+	if (!pool || !count || count > AFIO_MAX_POOL_BUFS || !size || size > MAX_BUF_SIZE)
+		return -EINVAL;
+	if (ctx->nbufpools == AFIO_MAX_BUFPOOLS)
+		return -ENOSPC;
+	bp = calloc(1, sizeof(*bp));
+	if (!bp)
+		return -ENOMEM;
+	bp->size = size;
+	bp->count = count;
+	bp->map_len = (size_t)count * size;
+	bp->mem = mmap(NULL, bp->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	if (bp->mem == MAP_FAILED)
+		bp->mem = NULL;
+	bp->free_ids = malloc(count * sizeof(*bp->free_ids));
+	bp->held = calloc(count, 1);
+	if (!bp->mem || !bp->free_ids || !bp->held) {
+		free_pool(bp);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < count; i++)
+		bp->free_ids[i] = count - 1 - i;
+	bp->nfree = count;
+	afio_reqq_init(&bp->waiters);
+	*pool = ctx->nbufpools;
+	ctx->bufpools[ctx->nbufpools++] = bp;
+	return 0;
+}
+
+void afio_bufpools_free(struct afio_ctx *ctx)
+{
+	for (unsigned i = 0; i < ctx->nbufpools; i++)
+		free_pool(ctx->bufpools[i]);
+	ctx->nbufpools = 0;
+}
+
+bool afio_bufpool_valid(const struct afio_ctx *ctx, unsigned pool)
+{
+	return pool < ctx->nbufpools;
+}
+
+size_t afio_bufpool_size(const struct afio_ctx *ctx, unsigned pool)
+{
+	return ctx->bufpools[pool]->size;
+}
+
+void *afio_buf(const afio_ctx *ctx, unsigned pool, unsigned id)
+{
+	const struct afio_bufpool *bp;
+
+	if (!ctx || afio_ctx_forked(ctx) || pool >= ctx->nbufpools)
+		return NULL;
+	bp = ctx->bufpools[pool];
+	return id < bp->count ? bp->mem + (size_t)id * bp->size : NULL;
+}
+
+/* r is ready (its engine said readable): read into a free buffer. */
+void afio_recv_into_pool(struct afio_req *r)
+{
+	struct afio_bufpool *bp = r->ctx->bufpools[r->mode];
+	uint32_t id;
+	ssize_t n;
+
+	if (!bp->nfree) {
+		if (r->shot & AFIO_SHOT_BUF_NOWAIT) {
+			afio_req_finish(r, -ENOBUFS);
+			return;
+		}
+		r->state = AFIO_REQ_PARKED;
+		afio_reqq_push(&bp->waiters, r);
+		return;
+	}
+	id = bp->free_ids[--bp->nfree];
+	do
+		n = recv(r->fd, bp->mem + (size_t)id * bp->size, bp->size,
+			 r->flags | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n > 0) {
+		bp->held[id] = 1;
+		r->off = id;
+		r->shot |= AFIO_SHOT_HAS_BUF;
+		afio_req_finish(r, n);
+		return;
+	}
+	bp->free_ids[bp->nfree++] = id;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		afio_req_requeue(r);
+	else
+		afio_req_finish(r, n < 0 ? -errno : 0);
+}
+
+void afio_bufpool_unpark(struct afio_ctx *ctx, struct afio_req *r)
+{
+	afio_reqq_remove(&ctx->bufpools[r->mode]->waiters, r);
+}
+
+int afio_buf_release(afio_ctx *ctx, unsigned pool, unsigned id)
+{
+	struct afio_bufpool *bp;
+	struct afio_req *r;
+	int ret = afio_ctx_check(ctx);
+
+	if (ret)
+		return ret;
+	if (pool >= ctx->nbufpools || id >= ctx->bufpools[pool]->count)
+		return -EINVAL;
+	bp = ctx->bufpools[pool];
+	if (!bp->held[id])
+		return -EALREADY;
+	bp->held[id] = 0;
+	bp->free_ids[bp->nfree++] = id;
+	r = afio_reqq_pop(&bp->waiters);
+	if (r)
+		afio_recv_into_pool(r);
+	afio_ctx_kick(ctx);
+	return 0;
+}

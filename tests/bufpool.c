@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Buffer pools and multishot requests on one backend in one mode (from
+ * argv): a pooled receive waits holding no buffer and completes with one;
+ * a multishot receive or accept keeps delivering, each completion but the
+ * last saying more follow, and exactly one last completion ends it; an
+ * empty pool makes a receive wait for a buffer (or fail, when asked);
+ * buffers given back twice or never taken are refused; cancel and
+ * destroy with buffers held and receives waiting complete everything once.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "asyncfio.h"
+#include "testutil.h"
+
+#define MAX_SHOTS	64
+
+/* Every completion of one request, in order. */
+struct shots {
+	int n;
+	ssize_t res[MAX_SHOTS];
+	unsigned flags[MAX_SHOTS];
+	int finals;		/* completions without AFIO_CQE_MORE */
+};
+
+static void on_shot(void *data, ssize_t res, unsigned flags)
+{
+	struct shots *s = data;
+
+	ck_assert_msg(s->finals == 0, "a completion after the last one on %s (res %s)",
+		      tu_target_name(), tu_res_str(res));
+	ck_assert_int_lt(s->n, MAX_SHOTS);
+	s->res[s->n] = res;
+	s->flags[s->n] = flags;
+	s->n++;
+	if (!(flags & AFIO_CQE_MORE))
+		s->finals++;
+}
+
+/* Polls until s has n completions, failing after TU_HANG_MS. */
+static void wait_shots(afio_ctx *ctx, struct shots *s, int n)
+{
+	int64_t until = tu_now_ns() + TU_HANG_MS * TU_NS_PER_MS;
+
+	while (s->n < n) {
+		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+		ck_assert_msg(tu_now_ns() < until, "%d of %d completions on %s after %d ms",
+			      s->n, n, tu_target_name(), TU_HANG_MS);
+	}
+}
+
+/* Nothing completes for a while. */
+static void no_shot(afio_ctx *ctx, struct shots *s)
+{
+	int before = s->n;
+
+	ck_assert_int_ge(afio_poll(ctx, 1, 50), 0);
+	ck_assert_msg(s->n == before, "a completion on %s without data (res %s)",
+		      tu_target_name(), tu_res_str(s->res[s->n - 1]));
+}
+
+static unsigned new_pool(afio_ctx *ctx, unsigned count, size_t size)
+{
+	unsigned pool = ~0u;
+
+	ck_assert_int_eq(afio_bufpool_create(ctx, count, size, &pool), 0);
+	return pool;
+}
+
+/* Completion i holds the bytes want in a buffer of pool; gives it back. */
+static void expect_buffer(afio_ctx *ctx, unsigned pool, const struct shots *s, int i,
+			  const char *want)
+{
+	size_t len = strlen(want);
+	unsigned id = afio_cqe_buf(s->flags[i]);
+	const char *buf;
+
+	ck_assert_msg(s->res[i] == (ssize_t)len, "completion %d on %s: %s, not %zu bytes", i,
+		      tu_target_name(), tu_res_str(s->res[i]), len);
+	ck_assert_msg(s->flags[i] & AFIO_CQE_BUFFER, "completion %d on %s has no buffer", i,
+		      tu_target_name());
+	buf = afio_buf(ctx, pool, id);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_msg(!memcmp(buf, want, len), "completion %d on %s: other bytes", i,
+		      tu_target_name());
+	ck_assert_int_eq(afio_buf_release(ctx, pool, id), 0);
+}
+
+START_TEST(test_pooled_recv)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 4, 64);
+	struct shots s = { 0 };
+	unsigned id;
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, 0, on_shot, &s), 0);
+	no_shot(ctx, &s);
+	ck_assert_int_eq(write(sv[0], "hello", 5), 5);
+	wait_shots(ctx, &s, 1);
+	ck_assert_uint_eq(s.flags[0] & AFIO_CQE_MORE, 0);
+	id = afio_cqe_buf(s.flags[0]);
+	expect_buffer(ctx, pool, &s, 0, "hello");
+	/* Back already: twice, never taken, no such buffer or pool. */
+	ck_assert_int_eq(afio_buf_release(ctx, pool, id), -EALREADY);
+	ck_assert_int_eq(afio_buf_release(ctx, pool, (id + 1) % 4), -EALREADY);
+	ck_assert_int_eq(afio_buf_release(ctx, pool, 4), -EINVAL);
+	ck_assert_int_eq(afio_buf_release(ctx, pool + 1, 0), -EINVAL);
+	ck_assert_ptr_null(afio_buf(ctx, pool, 4));
+	ck_assert_ptr_null(afio_buf(ctx, pool + 1, 0));
+	/* The end of the stream: 0, no buffer. */
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, 0, on_shot, &s), 0);
+	s.finals = 0;
+	close(sv[0]);
+	wait_shots(ctx, &s, 2);
+	ck_assert_int_eq(s.res[1], 0);
+	ck_assert_uint_eq(s.flags[1], 0);
+	afio_destroy(ctx);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_pooled_args)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 1, 16), p;
+	struct shots s = { 0 };
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_bufpool_create(ctx, 0, 16, &p), -EINVAL);
+	ck_assert_int_eq(afio_bufpool_create(ctx, 1, 0, &p), -EINVAL);
+	ck_assert_int_eq(afio_bufpool_create(ctx, AFIO_MAX_POOL_BUFS + 1, 16, &p), -EINVAL);
+	ck_assert_int_eq(afio_bufpool_create(ctx, 1, 16, NULL), -EINVAL);
+	ck_assert_int_eq(afio_bufpool_create(NULL, 1, 16, &p), -EINVAL);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool + 1, 0, 0, on_shot, &s), -EINVAL);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, MSG_WAITALL, 0, on_shot, &s), -EINVAL);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, MSG_PEEK, 0, on_shot, &s), -EINVAL);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, MSG_DONTWAIT, 0, on_shot, &s), -EINVAL);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, 1u << 7, on_shot, &s), -EINVAL);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, 0, NULL, &s), -EINVAL);
+	ck_assert_int_eq(afio_recv_pooled(ctx, -1, pool, 0, 0, on_shot, &s), -EBADF);
+	ck_assert_int_eq(afio_accept_multishot(ctx, -1, 0, on_shot, &s), -EBADF);
+	ck_assert_int_eq(afio_accept_multishot(ctx, sv[1], MSG_PEEK, on_shot, &s), -EINVAL);
+	for (unsigned i = 1; i < AFIO_MAX_BUFPOOLS; i++)
+		ck_assert_int_eq(afio_bufpool_create(ctx, 1, 16, &p), 0);
+	ck_assert_int_eq(afio_bufpool_create(ctx, 1, 16, &p), -ENOSPC);
+	ck_assert_int_eq(s.n, 0);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(test_multishot_recv)
+{
+	static const char *const msgs[] = { "one", "two", "three" };
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 2, 32);
+	struct shots s = { 0 };
+	afio_handle h;
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &s),
+			 0);
+	h = afio_last_handle(ctx);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(write(sv[0], msgs[i], strlen(msgs[i])), (ssize_t)strlen(msgs[i]));
+		wait_shots(ctx, &s, i + 1);
+		ck_assert_msg(s.flags[i] & AFIO_CQE_MORE, "shot %d on %s: no AFIO_CQE_MORE", i,
+			      tu_target_name());
+		expect_buffer(ctx, pool, &s, i, msgs[i]);
+	}
+	/* Still the same request: its handle cancels it, once. */
+	no_shot(ctx, &s);
+	ck_assert_int_eq(afio_cancel_handle(ctx, h), 0);
+	wait_shots(ctx, &s, 4);
+	ck_assert_int_eq(s.res[3], -ECANCELED);
+	ck_assert_uint_eq(s.flags[3], 0);
+	ck_assert_int_eq(afio_cancel_handle(ctx, h), -ENOENT);
+	ck_assert_int_eq(write(sv[0], "x", 1), 1);
+	no_shot(ctx, &s);
+	ck_assert_int_eq(s.finals, 1);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* The peer closing ends a multishot receive with 0, its last completion. */
+START_TEST(test_multishot_recv_end)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 2, 32);
+	struct shots s = { 0 };
+	struct afio_stats st;
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &s),
+			 0);
+	ck_assert_int_eq(write(sv[0], "abc", 3), 3);
+	wait_shots(ctx, &s, 1);
+	expect_buffer(ctx, pool, &s, 0, "abc");
+	close(sv[0]);
+	wait_shots(ctx, &s, 2);
+	ck_assert_int_eq(s.res[1], 0);
+	ck_assert_uint_eq(s.flags[1], 0);
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.in_flight, 0);
+	afio_destroy(ctx);
+	close(sv[1]);
+}
+END_TEST
+
+/*
+ * A pool of one buffer, which the program holds: the next data waits,
+ * neither lost nor an error, until the buffer comes back; with
+ * AFIO_RECV_BUF_NOWAIT it is -ENOBUFS at once.
+ */
+START_TEST(test_pool_empty_waits)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 1, 16);
+	struct shots s = { 0 }, t = { 0 };
+	int sv[2], tv[2];
+
+	tu_socketpair(sv);
+	tu_socketpair(tv);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &s),
+			 0);
+	ck_assert_int_eq(write(sv[0], "first", 5), 5);
+	wait_shots(ctx, &s, 1);
+	ck_assert_int_eq(write(sv[0], "second", 6), 6);
+	no_shot(ctx, &s);
+	ck_assert_int_eq(afio_recv_pooled(ctx, tv[1], pool, 0, AFIO_RECV_BUF_NOWAIT, on_shot, &t),
+			 0);
+	ck_assert_int_eq(write(tv[0], "y", 1), 1);
+	wait_shots(ctx, &t, 1);
+	ck_assert_int_eq(t.res[0], -ENOBUFS);
+	ck_assert_uint_eq(t.flags[0], 0);
+	expect_buffer(ctx, pool, &s, 0, "first");
+	wait_shots(ctx, &s, 2);
+	expect_buffer(ctx, pool, &s, 1, "second");
+	ck_assert_int_eq(afio_cancel(ctx, &s), 1);
+	wait_shots(ctx, &s, 3);
+	ck_assert_int_eq(s.res[2], -ECANCELED);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+	close(tv[0]);
+	close(tv[1]);
+}
+END_TEST
+
+/* A receive waiting for a buffer, canceled; destroy with buffers held. */
+START_TEST(test_cancel_parked_and_destroy)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 1, 16);
+	struct shots a = { 0 }, b = { 0 }, c = { 0 };
+	afio_handle hb;
+	int sv[2], tv[2], uv[2];
+
+	tu_socketpair(sv);
+	tu_socketpair(tv);
+	tu_socketpair(uv);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, 0, on_shot, &a), 0);
+	ck_assert_int_eq(write(sv[0], "held", 4), 4);
+	wait_shots(ctx, &a, 1);
+	ck_assert_int_eq(afio_recv_pooled(ctx, tv[1], pool, 0, 0, on_shot, &b), 0);
+	hb = afio_last_handle(ctx);
+	ck_assert_int_eq(write(tv[0], "parked", 6), 6);
+	no_shot(ctx, &b);
+	ck_assert_int_eq(afio_cancel_handle(ctx, hb), 0);
+	wait_shots(ctx, &b, 1);
+	ck_assert_int_eq(b.res[0], -ECANCELED);
+	/* Destroy: the buffer is still the program's; a waiting multishot
+	   receive completes once. */
+	ck_assert_int_eq(afio_recv_pooled(ctx, uv[1], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &c),
+			 0);
+	ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	afio_destroy(ctx);
+	ck_assert_int_eq(c.n, 1);
+	ck_assert_int_eq(c.res[0], -ECANCELED);
+	ck_assert_int_eq(c.finals, 1);
+	close(sv[0]);
+	close(sv[1]);
+	close(tv[0]);
+	close(tv[1]);
+	close(uv[0]);
+	close(uv[1]);
+}
+END_TEST
+
+START_TEST(test_multishot_accept)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	struct sockaddr_in addr;
+	int listener = tu_tcp_listener(16, true, &addr), clients[3];
+	struct shots s = { 0 };
+
+	ck_assert_int_eq(afio_accept_multishot(ctx, listener, SOCK_CLOEXEC, on_shot, &s), 0);
+	for (int i = 0; i < 3; i++) {
+		clients[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_ge(clients[i], 0);
+		tu_connect_to(clients[i], &addr);
+		wait_shots(ctx, &s, i + 1);
+		ck_assert_msg(s.res[i] >= 0, "accept %d on %s: %s", i, tu_target_name(),
+			      tu_res_str(s.res[i]));
+		ck_assert_msg(s.flags[i] == AFIO_CQE_MORE, "accept %d on %s: flags %#x", i,
+			      tu_target_name(), s.flags[i]);
+		close((int)s.res[i]);
+	}
+	ck_assert_int_eq(afio_cancel(ctx, &s), 1);
+	wait_shots(ctx, &s, 4);
+	ck_assert_int_eq(s.res[3], -ECANCELED);
+	ck_assert_uint_eq(s.flags[3], 0);
+	afio_destroy(ctx);
+	for (int i = 0; i < 3; i++)
+		close(clients[i]);
+	close(listener);
+}
+END_TEST
+
+/* A burst from many peers through a small pool: every byte arrives once,
+   in order per peer, whatever the pool's size. */
+enum { PEERS = 16, ROUNDS = 20 };
+
+/* Checks and gives back what each peer's shots hold; true when every
+   peer has had want bytes. */
+static bool take_bytes(afio_ctx *ctx, unsigned pool, struct shots *s, unsigned *got,
+		       unsigned want)
+{
+	bool all = true;
+
+	for (int p = 0; p < PEERS; p++) {
+		for (int i = 0; i < s[p].n; i++) {
+			unsigned id = afio_cqe_buf(s[p].flags[i]);
+			const unsigned char *buf = afio_buf(ctx, pool, id);
+
+			ck_assert_msg(s[p].res[i] > 0 && (s[p].flags[i] & AFIO_CQE_MORE),
+				      "peer %d on %s: %s, flags %#x", p, tu_target_name(),
+				      tu_res_str(s[p].res[i]), s[p].flags[i]);
+			for (ssize_t k = 0; k < s[p].res[i]; k++)
+				ck_assert_uint_eq(buf[k], got[p]++);
+			ck_assert_int_eq(afio_buf_release(ctx, pool, id), 0);
+		}
+		s[p].n = 0;
+		all = all && got[p] >= want;
+	}
+	return all;
+}
+
+START_TEST(test_many_peers_small_pool)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 3, 8);
+	struct shots s[PEERS];
+	int sv[PEERS][2];
+	unsigned got[PEERS] = { 0 };
+
+	memset(s, 0, sizeof(s));
+	for (int p = 0; p < PEERS; p++) {
+		tu_socketpair(sv[p]);
+		ck_assert_int_eq(afio_recv_pooled(ctx, sv[p][1], pool, 0, AFIO_RECV_MULTISHOT,
+						  on_shot, &s[p]), 0);
+	}
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		int64_t until = tu_now_ns() + TU_HANG_MS * TU_NS_PER_MS;
+
+		for (int p = 0; p < PEERS; p++) {
+			unsigned char b = (unsigned char)r;
+
+			ck_assert_int_eq(write(sv[p][0], &b, 1), 1);
+		}
+		while (!take_bytes(ctx, pool, s, got, r + 1)) {
+			ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+			ck_assert_msg(tu_now_ns() < until, "round %u on %s: bytes missing", r,
+				      tu_target_name());
+		}
+	}
+	afio_destroy(ctx);
+	for (int p = 0; p < PEERS; p++) {
+		ck_assert_int_eq(s[p].finals, 1);
+		ck_assert_int_eq(s[p].res[s[p].n - 1], -ECANCELED);
+		close(sv[p][0]);
+		close(sv[p][1]);
+	}
+}
+END_TEST
+
+static Suite *bufpool_suite(void)
+{
+	Suite *s = suite_create("bufpool");
+	TCase *pool = tu_tcase(s, "pool");
+	TCase *multi = tu_tcase(s, "multishot");
+
+	tcase_add_test(pool, test_pooled_recv);
+	tcase_add_test(pool, test_pooled_args);
+	tcase_add_test(pool, test_pool_empty_waits);
+	tcase_add_test(pool, test_cancel_parked_and_destroy);
+	tcase_add_test(multi, test_multishot_recv);
+	tcase_add_test(multi, test_multishot_recv_end);
+	tcase_add_test(multi, test_multishot_accept);
+	tcase_add_test(multi, test_many_peers_small_pool);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	return tu_main(argc, argv, bufpool_suite);
+}
