@@ -93,6 +93,15 @@ struct afio_backend_ops {
 	/* Optional: the name of the kernel's call that runs op (1), or why
 	   the kernel has none (0), for afio_op_native(3). */
 	int (*op_kernel)(const struct afio_engine *e, enum afio_op op, char *buf, size_t len);
+
+	/* Optional: from now on the kernel picks the free buffers of pool
+	   (count buffers of size bytes at mem) for RECV_POOL, whose result
+	   the engine gives by afio_req_done_buf(); -errno leaves the pool to
+	   the core (lib/bufpool.c). */
+	int (*pool_attach)(struct afio_engine *e, unsigned pool, char *mem, unsigned count,
+			   size_t size);
+	/* With pool_attach: buffer id of pool is free again. */
+	void (*pool_return)(struct afio_engine *e, unsigned pool, unsigned id);
 };
 
 extern const struct afio_backend_ops afio_backend_io_uring;
@@ -114,6 +123,11 @@ static inline void afio_engine_take(struct afio_engine *e, struct afio_req *r)
 	r->state = AFIO_REQ_HANDED;
 	e->handed++;
 }
+
+/* r's result: res bytes in buffer id of its pool (an attached pool),
+   which the program holds from now on.  -ENOBUFS through afio_req_done()
+   parks r until a buffer comes back, unless it asked otherwise. */
+void afio_req_done_buf(struct afio_req *r, ssize_t res, unsigned id);
 
 /* From init: the running kernel lacks op, which the caps promise; its
    requests go to the pool. */

@@ -10,8 +10,14 @@
  * Nothing read after all (another reader was first): it is queued again
  * for another wait.  Buffers are the owner thread's alone, so no lock.
  *
- * Who holds a buffer: the pool while it is on the free stack, the
- * program from the callback that names it until afio_buf_release().
+ * An engine whose kernel picks buffers itself (io_uring's provided buffer
+ * rings) takes the pool when it is made (pool_attach): its RECV_POOL is
+ * one request that ends with the bytes in a buffer, the free buffers are
+ * the kernel's, and an empty ring ends a receive with -ENOBUFS, which
+ * parks it here as well.
+ *
+ * Who holds a buffer: the pool (or the kernel's ring) while it is free,
+ * the program from the callback that names it until afio_buf_release().
  * The memory is mapped, not allocated: a buffer never used costs no RSS,
  * and the free stack hands out the most recently returned first.
  */
@@ -32,8 +38,21 @@ struct afio_bufpool {
 	unsigned nfree;
 	uint32_t *free_ids;	/* a stack */
 	uint8_t *held;		/* 1 while the program holds it */
+	bool kernel;		/* the primary engine's kernel keeps the free ones */
+	uint64_t returned;	/* buffers given back so far */
 	struct afio_reqq waiters;	/* PARKED, oldest first */
 };
+
+/* Only where the primary engine runs pooled receives itself: one it
+   hands to the pool is read here, from the core's free stack. */
+static bool attach(struct afio_ctx *ctx, unsigned pool, struct afio_bufpool *bp)
+{
+	struct afio_engine *e = &ctx->primary;
+
+	if (!e->ops->pool_attach || afio_route_pooled(e->route[AFIO_OP_RECV_POOL]))
+		return false;
+	return !e->ops->pool_attach(e, pool, bp->mem, bp->count, bp->size);
+}
 
 static void free_pool(struct afio_bufpool *bp)
 {
@@ -77,6 +96,7 @@ int afio_bufpool_create(afio_ctx *ctx, unsigned count, size_t size, unsigned *po
 	afio_reqq_init(&bp->waiters);
 	*pool = ctx->nbufpools;
 	ctx->bufpools[ctx->nbufpools++] = bp;
+	bp->kernel = attach(ctx, *pool, bp);
 	return 0;
 }
 
@@ -142,6 +162,45 @@ void afio_recv_into_pool(struct afio_req *r)
 		afio_req_finish(r, n < 0 ? -errno : 0);
 }
 
+void afio_req_done_buf(struct afio_req *r, ssize_t res, unsigned id)
+{
+	r->ctx->bufpools[r->mode]->held[id] = 1;
+	r->off = id;
+	r->shot |= AFIO_SHOT_HAS_BUF;
+	afio_req_detach(r);
+	afio_req_finish(r, res);
+}
+
+void afio_bufpool_mark(struct afio_req *r)
+{
+	r->progress = r->ctx->bufpools[r->mode]->returned;
+}
+
+/*
+ * An attached pool's ring was empty: r waits for a buffer to come back.
+ * One may have come back between the kernel's answer and this look at
+ * it, and woken no one: r->progress holds the count of buffers given
+ * back when r was queued, and a later one sends r again at once.
+ */
+bool afio_bufpool_park(struct afio_req *r)
+{
+	struct afio_bufpool *bp = r->ctx->bufpools[r->mode];
+
+	if (r->cancel) {
+		afio_req_finish(r, -ECANCELED);
+		return true;
+	}
+	if (!bp->kernel || (r->shot & AFIO_SHOT_BUF_NOWAIT))
+		return false;
+	if (r->progress != bp->returned) {
+		afio_req_requeue(r);
+		return true;
+	}
+	r->state = AFIO_REQ_PARKED;
+	afio_reqq_push(&bp->waiters, r);
+	return true;
+}
+
 void afio_bufpool_unpark(struct afio_ctx *ctx, struct afio_req *r)
 {
 	afio_reqq_remove(&ctx->bufpools[r->mode]->waiters, r);
@@ -161,10 +220,17 @@ int afio_buf_release(afio_ctx *ctx, unsigned pool, unsigned id)
 	if (!bp->held[id])
 		return -EALREADY;
 	bp->held[id] = 0;
-	bp->free_ids[bp->nfree++] = id;
+	bp->returned++;
 	r = afio_reqq_pop(&bp->waiters);
-	if (r)
-		afio_recv_into_pool(r);
+	if (bp->kernel) {
+		ctx->primary.ops->pool_return(&ctx->primary, pool, id);
+		if (r)
+			afio_req_requeue(r);
+	} else {
+		bp->free_ids[bp->nfree++] = id;
+		if (r)
+			afio_recv_into_pool(r);
+	}
 	afio_ctx_kick(ctx);
 	return 0;
 }

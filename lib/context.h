@@ -80,6 +80,10 @@ size_t afio_bufpool_size(const struct afio_ctx *ctx, unsigned pool);
 /* r's engine found it readable: read into a pool buffer, park or queue it again. */
 void afio_recv_into_pool(struct afio_req *r);
 void afio_bufpool_unpark(struct afio_ctx *ctx, struct afio_req *r);
+bool afio_bufpool_park(struct afio_req *r);
+/* r is queued now: a buffer given back later wakes it (afio_bufpool_park()). */
+void afio_bufpool_mark(struct afio_req *r);
+void afio_req_detach(struct afio_req *r);
 
 /* The result is final (afio_req_done() after the engine's part). */
 void afio_req_finish(struct afio_req *r, ssize_t res);

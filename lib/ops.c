@@ -473,6 +473,7 @@ int afio_recv_pooled(afio_ctx *ctx, int fd, unsigned pool, int flags, unsigned h
 	r->len = afio_bufpool_size(ctx, pool);
 	r->mode = pool;
 	r->flags = flags;
+	afio_bufpool_mark(r);
 	return enqueue(ctx, r);
 }
 

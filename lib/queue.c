@@ -102,21 +102,35 @@ static ssize_t checked_res(const struct afio_req *r, ssize_t res)
 	return res;
 }
 
-void afio_req_done(struct afio_req *r, ssize_t res)
+void afio_req_detach(struct afio_req *r)
 {
-	res = checked_res(r, res);
 	if (r->engine) {
 		r->engine->handed--;
 		r->engine = NULL;
 	}
-	/* The engine's part of a pooled receive ends with readiness. */
-	if (__builtin_expect(r->op == AFIO_OP_RECV_POOL, 0) && res > 0) {
-		if (r->cancel)
-			afio_req_finish(r, -ECANCELED);
-		else
-			afio_recv_into_pool(r);
+}
+
+/* The engine's part of a pooled receive ends with readiness (the core
+   reads), or with -ENOBUFS from a kernel whose ring was empty. */
+static bool pooled_goes_on(struct afio_req *r, ssize_t res)
+{
+	if (res == -ENOBUFS)
+		return afio_bufpool_park(r);
+	if (res <= 0)
+		return false;
+	if (r->cancel)
+		afio_req_finish(r, -ECANCELED);
+	else
+		afio_recv_into_pool(r);
+	return true;
+}
+
+void afio_req_done(struct afio_req *r, ssize_t res)
+{
+	res = checked_res(r, res);
+	afio_req_detach(r);
+	if (__builtin_expect(r->op == AFIO_OP_RECV_POOL, 0) && pooled_goes_on(r, res))
 		return;
-	}
 	afio_req_finish(r, res);
 }
 
@@ -137,6 +151,8 @@ void afio_req_finish(struct afio_req *r, ssize_t res)
    afio_ctx_kick() where no afio_poll() runs. */
 void afio_req_requeue(struct afio_req *r)
 {
+	if (r->op == AFIO_OP_RECV_POOL)
+		afio_bufpool_mark(r);
 	r->state = AFIO_REQ_QUEUED;
 	afio_reqq_push(&r->ctx->queue, r);
 	r->ctx->requeued = true;

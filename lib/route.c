@@ -103,6 +103,11 @@ static struct afio_route kernel_route(unsigned caps, enum afio_op op, enum afio_
 
 	if (kind == AFIO_KIND_NOP || kind == AFIO_KIND_TIMER)
 		return rt(AFIO_TRY_NONE, AFIO_RUN_KERNEL);
+	/* A pooled receive on a kernel worker would hold its buffer while it
+	   waits for data, which is what the pool is there to avoid; in the
+	   submitter the kernel takes a buffer only when data is there. */
+	if (op == AFIO_OP_RECV_POOL && (caps & AFIO_CAP_SOCKETS))
+		return rt(AFIO_TRY_NONE, AFIO_RUN_KERNEL);
 	if (op == AFIO_OP_SENDFILE && (caps & AFIO_CAP_SOCKETS))
 		return rt(mode == AFIO_MODE_INLINE ? AFIO_TRY_CALLER : AFIO_TRY_NONE,
 			  AFIO_RUN_KERNEL);

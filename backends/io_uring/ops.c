@@ -115,11 +115,17 @@ static void prep_timeout(struct uring *u, struct io_uring_sqe *sqe, struct afio_
 	io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
 }
 
-/* A pooled receive's wait: readiness, no buffer (lib/bufpool.c). */
+/* A pooled receive: from the pool's buffer ring where the kernel has
+   one, else a wait for readiness (lib/bufpool.c reads then). */
 static void prep_recv_pool(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
-	(void)u;
-	io_uring_prep_poll_add(sqe, r->fd, POLLIN);
+	if (!(u->pbuf_pools & (1u << r->mode))) {
+		io_uring_prep_poll_add(sqe, r->fd, POLLIN);
+		return;
+	}
+	io_uring_prep_recv(sqe, r->fd, NULL, clamp_len(r->len), r->flags);
+	sqe->flags = IOSQE_BUFFER_SELECT;
+	sqe->buf_group = (uint16_t)r->mode;
 }
 
 static void prep_nop(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
@@ -235,6 +241,9 @@ int uring_op_kernel(const struct afio_engine *e, enum afio_op op, char *buf, siz
 		afio_reason(buf, len, "IORING_OP_SPLICE file->pipe->socket");
 	else if (op == AFIO_OP_SYNC_RANGE)
 		afio_reason(buf, len, "IORING_OP_SYNC_FILE_RANGE; ranges over 4 GiB the pool");
+	else if (op == AFIO_OP_RECV_POOL)
+		afio_reason(buf, len, "IORING_OP_RECV from a provided buffer ring (Linux 5.19+), "
+			    "else IORING_OP_POLL_ADD");
 	else if (op == AFIO_OP_STATX)
 		afio_reason(buf, len, "IORING_OP_STATX, which the kernel's workers do in "
 			    "every mode");

@@ -27,7 +27,7 @@ __thread pid_t uring_self_tid __attribute__((tls_model("initial-exec")));
 static void prep(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
 	uring_ops[r->op].prep(u, sqe, r);
-	io_uring_sqe_set_flags(sqe, u->sqe_flags[r->op]);
+	sqe->flags |= u->sqe_flags[r->op];
 	io_uring_sqe_set_data64(sqe, ud_of(r));
 }
 
@@ -266,6 +266,10 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 		sendfile_cqe(u, r, ud, cqe->res);
 		return;
 	}
+	if (cqe->flags & IORING_CQE_F_BUFFER) {
+		uring_pooled_cqe(u, r, res, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+		return;
+	}
 	if (res < 0 && submit_again(u, r, res))
 		return;
 	if (r->op == AFIO_OP_CONNECT && connect_goes_on(u, r, &res))
@@ -396,4 +400,6 @@ const struct afio_backend_ops afio_backend_io_uring = {
 	.cancel = uring_cancel,
 	.describe = uring_describe,
 	.op_kernel = uring_op_kernel,
+	.pool_attach = uring_pool_attach,
+	.pool_return = uring_pool_return,
 };

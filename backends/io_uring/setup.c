@@ -345,6 +345,7 @@ void uring_exit(struct afio_engine *e)
 	struct uring *u = e->priv;
 
 	io_uring_queue_exit(&u->ring);
+	uring_bufrings_free(u);
 	free_uring(u);
 	e->priv = NULL;
 }

@@ -102,6 +102,15 @@ _Static_assert(offsetof(struct uring_slot, timeout) <= 16,
 
 #define SPARE_PIPES		16
 
+/* A buffer pool as a provided buffer ring (bufring.c). */
+struct uring_bufring {
+	struct io_uring_buf_ring *br;	/* NULL: the core keeps the pool */
+	size_t map_len;
+	char *mem;			/* the pool's buffers */
+	unsigned size;
+	unsigned mask;
+};
+
 struct uring {
 	struct io_uring ring;
 	unsigned nslots;
@@ -128,6 +137,8 @@ struct uring {
 	unsigned pipes_out;		/* pipes sendfiles hold now */
 	unsigned nspare;
 	int spare_pipes[SPARE_PIPES][2];	/* emptied pipes, for the next sendfile */
+	unsigned pbuf_pools;		/* pools the kernel takes buffers of, by bit */
+	struct uring_bufring bufrings[AFIO_MAX_BUFPOOLS];
 	struct uring_slot slots[];	/* nslots */
 };
 
@@ -250,6 +261,11 @@ static inline void push_waiting(struct uring *u)
 }
 
 /* ops.c */
+int uring_pool_attach(struct afio_engine *e, unsigned pool, char *mem, unsigned count,
+		      size_t size);
+void uring_pool_return(struct afio_engine *e, unsigned pool, unsigned id);
+void uring_pooled_cqe(struct uring *u, struct afio_req *r, ssize_t res, unsigned id);
+void uring_bufrings_free(struct uring *u);
 int uring_op_kernel(const struct afio_engine *e, enum afio_op op, char *buf, size_t len);
 
 /* setup.c */
