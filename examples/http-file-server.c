@@ -183,10 +183,15 @@ static void arm_accepts(struct worker *w)
 {
 	while (!w->stopping && !w->accept_paused && w->accepts < ACCEPTS &&
 	       w->open_conns + w->accepts < w->max_conn) {
+		struct accept_slot *a = w->accept_slots;
+
+		while (a->handle)
+			a++;
 		if (afio_accept(w->ctx, w->listen_fd, SOCK_NONBLOCK | SOCK_CLOEXEC,
-				on_accept, w))
+				on_accept, a))
 			break;
-		w->accept_handles[w->accept_next++ % ACCEPTS] = afio_last_handle(w->ctx);
+		a->w = w;
+		a->handle = afio_last_handle(w->ctx);
 		w->accepts++;
 	}
 }
@@ -229,8 +234,10 @@ static struct conn *take_conn(struct worker *w)
 
 static void on_accept(void *data, ssize_t res)
 {
-	struct worker *w = data;
+	struct accept_slot *a = data;
+	struct worker *w = a->w;
 
+	a->handle = 0;
 	w->accepts--;
 	if (res >= 0) {
 		if (w->stopping) {
@@ -300,8 +307,9 @@ static void tick(struct worker *w)
 static void begin_stop(struct worker *w)
 {
 	w->stopping = true;
-	for (unsigned i = 0; w->accepts && i < ACCEPTS; i++)
-		afio_cancel_handle(w->ctx, w->accept_handles[i]);
+	for (unsigned i = 0; i < ACCEPTS; i++)
+		if (w->accept_slots[i].handle)
+			afio_cancel_handle(w->ctx, w->accept_slots[i].handle);
 	for (unsigned i = 0; i < w->conns_used; i++)
 		if (w->conns[i].state != C_FREE)
 			conn_stop(&w->conns[i]);

@@ -144,10 +144,12 @@ struct worker {
 	bool accept_paused;		/* out of descriptors: wait for a tick */
 	bool wake_pending;
 	unsigned accepts;		/* in flight */
-	/* The latest ACCEPTS accepts' handles, which name every accept in
-	   flight (afio_cancel_handle() refuses those that completed). */
-	afio_handle accept_handles[ACCEPTS];
-	unsigned accept_next;
+	/* One per accept in flight: its data pointer, and its handle for
+	   the cancel at stop (0: free). */
+	struct accept_slot {
+		struct worker *w;
+		afio_handle handle;
+	} accept_slots[ACCEPTS];
 
 	struct conn *conns;
 	struct conn *free_conns;
