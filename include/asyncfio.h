@@ -292,7 +292,7 @@ AFIO_API int afio_nop(afio_ctx *ctx, afio_cb cb, void *data);
  * buffer to the callback, which owns it until afio_buf_release().  A
  * multishot request keeps delivering: each callback but the last has
  * AFIO_CQE_MORE, and exactly one last callback (an error, the end of the
- * stream, a cancel) ends it.  afio_bufpools(3).
+ * stream, a cancel) ends it.  afio_bufpool_create(3), afio_recv_pooled(3).
  */
 #define AFIO_MAX_BUFPOOLS	8
 #define AFIO_MAX_POOL_BUFS	65536

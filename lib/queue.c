@@ -464,6 +464,10 @@ static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
 	} else if (r->state == AFIO_REQ_PARKED) {
 		afio_bufpool_unpark(ctx, r);
 		afio_req_finish(r, -ECANCELED);
+	} else if (r->state == AFIO_REQ_DONE && (r->shot & AFIO_SHOT_MULTI)) {
+		/* A multishot request between a result and its callback: that
+		   callback is its last (shot_goes_on()). */
+		r->cancel = 1;
 	} else if (r->state == AFIO_REQ_HANDED && !r->cancel) {
 		r->cancel = 1;
 		r->engine->ops->cancel(r->engine, r);
@@ -472,6 +476,8 @@ static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
 
 static bool cancelable(const struct afio_req *r)
 {
+	if (r->state == AFIO_REQ_DONE)
+		return (r->shot & AFIO_SHOT_MULTI) && !r->cancel;
 	return r->state == AFIO_REQ_QUEUED || r->state == AFIO_REQ_HANDED ||
 	       r->state == AFIO_REQ_PARKED;
 }

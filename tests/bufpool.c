@@ -302,6 +302,52 @@ START_TEST(test_cancel_parked_and_destroy)
 }
 END_TEST
 
+/* Canceled between a result and its callback (from the callback of
+   another request of the same round): that callback is the last. */
+struct cancel_other {
+	afio_ctx *ctx;
+	afio_handle target;
+	int ret;
+};
+
+static void on_cancel_other(void *data, ssize_t res)
+{
+	struct cancel_other *c = data;
+
+	(void)res;
+	c->ret = afio_cancel_handle(c->ctx, c->target);
+}
+
+START_TEST(test_multishot_cancel_between)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 2, 32);
+	struct shots s = { 0 };
+	struct cancel_other c = { .ctx = ctx, .ret = 1 };
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(write(sv[0], "ab", 2), 2);
+	/* Queued first, so its callback runs first in the round. */
+	ck_assert_int_eq(afio_nop(ctx, on_cancel_other, &c), 0);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &s),
+			 0);
+	c.target = afio_last_handle(ctx);
+	wait_shots(ctx, &s, 1);
+	ck_assert_int_eq(s.finals, 1);
+	ck_assert_msg(c.ret == 0 || s.res[s.n - 1] == -ECANCELED,
+		      "cancel on %s: %d, last result %s", tu_target_name(), c.ret,
+		      tu_res_str(s.res[s.n - 1]));
+	if (s.flags[s.n - 1] & AFIO_CQE_BUFFER)
+		ck_assert_int_eq(afio_buf_release(ctx, pool, afio_cqe_buf(s.flags[s.n - 1])), 0);
+	ck_assert_int_eq(write(sv[0], "c", 1), 1);
+	no_shot(ctx, &s);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 START_TEST(test_multishot_accept)
 {
 	afio_ctx *ctx = tu_new_ctx();
@@ -412,6 +458,7 @@ static Suite *bufpool_suite(void)
 	tcase_add_test(multi, test_multishot_recv);
 	tcase_add_test(multi, test_multishot_recv_end);
 	tcase_add_test(multi, test_multishot_accept);
+	tcase_add_test(multi, test_multishot_cancel_between);
 	tcase_add_test(multi, test_many_peers_small_pool);
 	return s;
 }
