@@ -385,6 +385,8 @@ static int open_listener(const struct httpd_opts *o, unsigned port, unsigned *bo
 static void size_context(struct afio_config *cfg, const struct httpd_opts *o)
 {
 	cfg->entries = 2 * o->max_conn + OWN_WAITS;
+	/* A receive per connection waits at most, and the worker's own. */
+	cfg->socket_waits = o->max_conn + OWN_WAITS;
 	cfg->threads = 0;
 }
 

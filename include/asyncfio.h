@@ -80,7 +80,11 @@ struct afio_config {
 	unsigned flags;			/* AFIO_NO_FALLBACK, AFIO_SQPOLL, AFIO_MODE_FIXED, ... */
 	unsigned ring_entries;		/* io_uring submission ring size (0: min(entries, 256)) */
 	unsigned size;			/* set by afio_config_init(); 0: as in version 0.1 */
-	unsigned reserved[7];		/* zero */
+	/* Socket requests the program keeps waiting at once at most (0:
+	   entries): where each holds a pool worker, threads 0 gives one
+	   worker each. */
+	unsigned socket_waits;
+	unsigned reserved[6];		/* zero */
 };
 
 #define AFIO_MAX_THREADS	1024

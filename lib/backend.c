@@ -132,11 +132,15 @@ void afio_engine_lacks_op(struct afio_engine *e, enum afio_op op)
 }
 
 /* threads 0 is "sized for the mode": where a socket request waiting for
-   its peer holds a worker, one per entry (as many as the pool may have),
-   so that idle peers cannot hold every worker while others wait. */
+   its peer holds a worker, one per socket request the program keeps
+   waiting (socket_waits, else entries), as many as the pool may have, so
+   that idle peers cannot hold every worker while others wait. */
 static unsigned pool_size(const struct afio_ctx *ctx, const struct afio_backend_ops *ops)
 {
 	unsigned n = ctx->cfg.entries;
+
+	if (ctx->cfg.socket_waits && ctx->cfg.socket_waits < n)
+		n = ctx->cfg.socket_waits;
 
 	if (ctx->threads_asked)
 		return ctx->threads_asked;

@@ -44,7 +44,7 @@ static int watch_forks(void)
  * 0.1, or through a foreign-function interface) pass.  They never change;
  * a larger struct keeps its start.
  */
-#define CONFIG_SIZE_0_1	offsetof(struct afio_config, reserved[7])
+#define CONFIG_SIZE_0_1	offsetof(struct afio_config, reserved[6])
 #define STATS_SIZE_0_1	offsetof(struct afio_stats, reserved[6])
 _Static_assert(sizeof(struct afio_config) >= CONFIG_SIZE_0_1, "afio_config shrank");
 _Static_assert(sizeof(struct afio_stats) >= STATS_SIZE_0_1, "afio_stats shrank");

@@ -627,6 +627,14 @@ START_TEST(test_limits)
 	ck_assert_uint_eq(lim.socket_waits, 64);
 	afio_destroy(ctx);
 
+	cfg.socket_waits = 10;
+	ctx = tu_create(&cfg);
+	ck_assert_int_eq(afio_limits(ctx, &lim), 0);
+	ck_assert_uint_eq(lim.threads, holds_worker_per_socket() ? 10 : 4);
+	ck_assert_uint_eq(lim.socket_waits, holds_worker_per_socket() ? 10 : 64);
+	afio_destroy(ctx);
+
+	cfg.socket_waits = 0;
 	cfg.entries = 4 * AFIO_MAX_THREADS;
 	ctx = tu_create(&cfg);
 	ck_assert_int_eq(afio_limits(ctx, &lim), 0);
