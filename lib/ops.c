@@ -110,8 +110,8 @@ static struct afio_req *get_slot(struct afio_ctx *ctx, int *err)
 
 /* A slot for op with everything but its arguments set; NULL and *err when
    none is free. */
-static struct afio_req *new_req(struct afio_ctx *ctx, enum afio_op op, int fd,
-				afio_cb cb, void *data, int *err)
+static inline __attribute__((always_inline)) struct afio_req *
+new_req(struct afio_ctx *ctx, enum afio_op op, int fd, afio_cb cb, void *data, int *err)
 {
 	struct afio_req *r = get_slot(ctx, err);
 

@@ -102,12 +102,35 @@ static ssize_t checked_res(const struct afio_req *r, ssize_t res)
 	return res;
 }
 
-void afio_req_detach(struct afio_req *r)
+static inline __attribute__((always_inline)) void detach(struct afio_req *r)
 {
 	if (r->engine) {
 		r->engine->handed--;
 		r->engine = NULL;
 	}
+}
+
+void afio_req_detach(struct afio_req *r)
+{
+	detach(r);
+}
+
+/* Inlined into afio_req_done(), the path of every request. */
+static inline __attribute__((always_inline)) void finish(struct afio_req *r, ssize_t res)
+{
+	r->res = res;
+	r->state = AFIO_REQ_DONE;
+	afio_reqq_push(&r->ctx->done, r);
+	/* Inside afio_poll() the callback runs in a later round of it, or
+	   afio_poll() signals before it returns; elsewhere (INLINE completion
+	   at submit, cancel) the eventfd must say so now. */
+	if (!r->ctx->in_poll && r->ctx->evfd_exported && r->ctx->done.count == 1)
+		signal_eventfd(r->ctx);
+}
+
+void afio_req_finish(struct afio_req *r, ssize_t res)
+{
+	finish(r, res);
 }
 
 /* The engine's part of a pooled receive ends with readiness (the core
@@ -128,23 +151,12 @@ static bool pooled_goes_on(struct afio_req *r, ssize_t res)
 void afio_req_done(struct afio_req *r, ssize_t res)
 {
 	res = checked_res(r, res);
-	afio_req_detach(r);
+	detach(r);
 	if (__builtin_expect(r->op == AFIO_OP_RECV_POOL, 0) && pooled_goes_on(r, res))
 		return;
-	afio_req_finish(r, res);
+	finish(r, res);
 }
 
-void afio_req_finish(struct afio_req *r, ssize_t res)
-{
-	r->res = res;
-	r->state = AFIO_REQ_DONE;
-	afio_reqq_push(&r->ctx->done, r);
-	/* Inside afio_poll() the callback runs in a later round of it, or
-	   afio_poll() signals before it returns; elsewhere (INLINE completion
-	   at submit, cancel) the eventfd must say so now. */
-	if (!r->ctx->in_poll && r->ctx->evfd_exported && r->ctx->done.count == 1)
-		signal_eventfd(r->ctx);
-}
 
 /* Queued again by the core (a pooled receive to wait once more, the next
    shot of a multishot request): afio_poll() submits it before it sleeps,
