@@ -356,23 +356,30 @@ static void pooled_resume(struct conn *c)
 		c->ending = true;
 }
 
+/* The receive had its last completion: is that the connection's end?
+   Not when it was canceled for a pause, which may also end with bytes. */
+static void pooled_recv_ended(struct conn *c, ssize_t res)
+{
+	c->recv = 0;
+	if (!c->paused || c->echo->stopping || (res <= 0 && res != -ECANCELED))
+		c->ending = true;
+}
+
 /*
  * res: bytes in a pool buffer, 0 when the peer closed, or -errno; the
- * last completion has no AFIO_CQE_MORE.  A receive canceled for a pause
- * ends with -ECANCELED and is no end of the connection.  One that should
- * not go on may still bring a completion that was in hand before the
- * cancel, and carry on: it is canceled again.
+ * last completion has no AFIO_CQE_MORE, and may bring bytes too (a cancel
+ * or afio_destroy() that came after them).  One that should not go on
+ * may still bring a completion that was in hand before the cancel, and
+ * carry on: it is canceled again.
  */
 static void on_pooled_recv(void *data, ssize_t res, unsigned flags)
 {
 	struct conn *c = data;
 
-	if (!(flags & AFIO_CQE_MORE))
-		c->recv = 0;
 	if (flags & AFIO_CQE_BUFFER)
 		pooled_received(c, res, flags);
-	else if (res != -ECANCELED || !c->paused || c->echo->stopping)
-		c->ending = true;
+	if (!(flags & AFIO_CQE_MORE))
+		pooled_recv_ended(c, res);
 	if (c->ending)
 		c->paused = false;
 	if (c->ending || c->paused)
