@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdnoreturn.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -255,6 +256,45 @@ START_TEST(echo_stops_cleanly_with_clients)
 	close(idle);
 	close(stuck);
 	free(junk);
+}
+END_TEST
+
+/* A client with many connections that sends and reads as fast as it can,
+   never waiting, until the server goes. */
+static noreturn void keep_talking(unsigned port, int conns)
+{
+	static char buf[4096];
+	int fd[conns];
+
+	for (int i = 0; i < conns; i++)
+		fd[i] = connect_to(port);
+	for (;;) {
+		for (int i = 0; i < conns; i++) {
+			if (send(fd[i], buf, 1024, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+			    errno != EAGAIN)
+				_exit(0);
+			if (recv(fd[i], buf, sizeof(buf), MSG_DONTWAIT) == 0)
+				_exit(0);
+		}
+	}
+}
+
+/* SIGTERM while hundreds of connections talk: the requests that had a
+   result waiting, bytes included, still close their connections. */
+START_TEST(echo_stops_cleanly_under_load)
+{
+	struct server s;
+	pid_t pid;
+
+	start_echo(&s, _i, NULL, NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid)
+		keep_talking(s.port, 300);
+	poll(NULL, 0, 500);
+	stop_server(&s);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
 }
 END_TEST
 
@@ -764,6 +804,7 @@ static Suite *examples_suite(void)
 	tcase_add_loop_test(echo, echo_serves_clients_at_once, 0, 2 * ntargets);
 	tcase_add_loop_test(echo, echo_refuses_beyond_max_conn, 0, 2 * ntargets);
 	tcase_add_loop_test(echo, echo_stops_cleanly_with_clients, 0, 2 * ntargets);
+	tcase_add_loop_test(echo, echo_stops_cleanly_under_load, 0, 2 * ntargets);
 	tcase_add_loop_test(echo, echo_serves_thousands, 0, 2 * ntargets);
 	tcase_add_loop_test(echo, echo_refuses_what_async_cannot_serve, 0, 2 * ntargets);
 	tcase_add_loop_test(echo, echo_closes_idle_connections, 0, 2 * ntargets);
