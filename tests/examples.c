@@ -581,8 +581,10 @@ static void expect_answer(int fd)
 START_TEST(echo_survives_descriptor_exhaustion)
 {
 	const struct target *t = echo_target(_i);
-	/* A pool with a worker per connection needs a descriptor for each. */
-	const char *args[] = { "--max-conn", pool_waits_per_socket(t) ? "40" : "200", NULL };
+	/* A pool with a worker per connection needs a descriptor for each,
+	   and pooled, one for each buffer too (its send may wait). */
+	const char *args[] = { "--max-conn", pool_waits_per_socket(t) ? "40" : "200",
+			       "--pool-bufs", pool_waits_per_socket(t) ? "8" : "256", NULL };
 	struct launch how = { .args = args, .err_fd = -1, .nofile = LOW_NOFILE };
 	unsigned served = 0, refused = 0, waiting = 0, lines;
 	int held[TRY_CONNS], later[BURST + 1], errp[2], fd, tries = 0;
