@@ -1,6 +1,7 @@
 #!/bin/bash
 # The echo server benchmark (bench/README.md, "Echo server"): afio-echo on
-# every backend and mode, the plain epoll echo server, and the same pattern
+# every backend and mode (INLINE also with --recv pooled: a row
+# BACKEND/MODE+pooled), the plain epoll echo server, and the same pattern
 # straight on liburing (uring-raw, and uring-multishot with one multishot
 # receive per connection: what io_uring gives with no library), against the
 # same load generator, at several connection counts.
@@ -31,7 +32,7 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$src/build
 conns="1 2 100 1000 2000 5000"
-rows="io_uring/inline io_uring/async io_uring/hybrid libaio/inline libaio/async libaio/hybrid threads/inline threads/async threads/hybrid epoll uring-raw uring-multishot"
+rows="io_uring/inline io_uring/inline+pooled io_uring/async io_uring/hybrid libaio/inline libaio/inline+pooled libaio/async libaio/hybrid threads/inline threads/inline+pooled threads/async threads/hybrid epoll uring-raw uring-multishot"
 repeat=3
 warmup=1
 duration=2
@@ -143,11 +144,13 @@ run_cell() {
 		nice -n "$nice" taskset -c 0 "$uring_bin" --port 0 \
 			$([ "$row" = uring-multishot ] && echo --multishot) >"$tmp/out" 2>"$tmp/err" &
 	else
-		# BACKEND/MODE+lazy: afio-echo --eventfd lazy
-		server=afio-echo backend=${row%/*} mode=${row#*/} eventfd=exact
-		[ "${mode%+lazy}" != "$mode" ] && eventfd=lazy
+		# BACKEND/MODE+lazy: afio-echo --eventfd lazy; +pooled:
+		# --recv pooled; both may follow the mode, in either order.
+		server=afio-echo backend=${row%/*} mode=${row#*/} eventfd=exact recv=own
+		[ "${mode#*+lazy}" != "$mode" ] && eventfd=lazy
+		[ "${mode#*+pooled}" != "$mode" ] && recv=pooled
 		nice -n "$nice" taskset -c 0 "$echo_bin" --port 0 --backend "$backend" \
-			--mode "${mode%+lazy}" --eventfd $eventfd \
+			--mode "${mode%%+*}" --eventfd $eventfd --recv $recv \
 			--max-conn "$n" >"$tmp/out" 2>"$tmp/err" &
 	fi
 	pid=$!

@@ -113,8 +113,9 @@ def print_tables(summary, rows, conns):
 
 
 def ratios_of(runs, rows, conns):
-    """Each backend's modes against epoll, io_uring's against the same
-    pattern on liburing, and the servers without a library against epoll."""
+    """Each backend's modes against epoll, pooled receives against the same
+    row with a buffer per connection, io_uring's against the same pattern on
+    liburing, and the servers without a library against epoll."""
     def one(group, series, row, peer, n, goal=None):
         got, base = runs.get((row, n), {}), runs.get((peer, n), {})
         return verdict.Ratio(group, series, n + " conns",
@@ -130,6 +131,10 @@ def ratios_of(runs, rows, conns):
                 goal = (verdict.Goal(GOALS[b], 1.0, "inline")
                         if mode == "inline" and n in GOAL_CONNS else None)
                 out.append(one("%s / epoll" % b, mode, row, "epoll", n, goal))
+    for row in [r for r in rows if "+pooled" in r]:
+        own = row.replace("+pooled", "")
+        if own in rows:
+            out += [one("pooled / own receive buffer", row, row, own, n) for n in conns]
     if "uring-raw" in rows:
         for row in [r for r in rows if r.startswith("io_uring/")]:
             out += [one("io_uring / uring-raw (no library)", row.split("/")[1], row,

@@ -4,10 +4,28 @@
  *
  * The program owns its epoll loop; libasyncfio only adds one eventfd to it.
  * Each connection is one allocation, made when it is accepted and freed when
- * it closes: a small header and its buffer.  It always has exactly one
- * request in flight: a receive into its buffer, or a send of what that
- * receive brought.  So the context needs one request entry per connection,
- * and no request ever outlives its socket.
+ * it closes.  Two ways to receive (--recv):
+ *
+ * own: the allocation is a small header and its buffer, and it always has
+ * exactly one request in flight: a receive into its buffer, or a send of
+ * what that receive brought.  One request entry per connection.
+ *
+ * pooled: the header alone.  Each connection waits in one multishot
+ * receive from a pool shared by all, holding no buffer while idle; what
+ * arrives goes back from the pool buffer it came in, which returns to the
+ * pool when its send is done.  Data may come while the previous send is
+ * still under way, so a connection keeps its buffers in a queue (linked
+ * through arrays indexed by buffer id, so the header holds only both
+ * ends) and sends them one at a time, in order.  A send holds a buffer, so
+ * the entries needed are one per connection and one per pool buffer.
+ *
+ * own is the default: pooled is no faster on io_uring and slower on
+ * libaio and the thread pool, where each shot of the receive waits for
+ * readiness before the library reads; it wins on the memory of idle
+ * connections.
+ *
+ * Either way no request outlives its socket: the connection is freed only
+ * once its receive has had its last completion and no send is under way.
  *
  * What one connection costs is in bench/results/2026-12-01-echo.md
  * ("What one connection costs").
@@ -28,6 +46,16 @@
 #define DEFAULT_BUF_SIZE	4096
 #define MAX_BUF_SIZE		(1024 * 1024)
 #define MAX_IDLE_TIMEOUT	86400
+/* Pool buffers by default: a quarter of --max-conn, within these.  Only
+   the buffers in use at once take memory (bufpool.c maps the pool and
+   reuses the latest returned first), so the count bounds how many
+   connections can be mid-echo at once, not what an idle one costs. */
+#define MIN_POOL_BUFS		256
+#define MAX_POOL_BUFS		65535	/* ids fit a uint16_t, NO_BUF spare */
+#define NO_BUF			UINT16_MAX
+/* Buffers one connection may hold before its receive is paused: a peer
+   that sends without reading would otherwise take the whole pool. */
+#define MAX_QUEUED		4
 /* Descriptors kept free for what the library and the loop open later. */
 #define FD_RESERVE		16
 
@@ -40,6 +68,8 @@ struct link {
 	struct link *prev, *next;
 };
 
+enum recv_style { RECV_OWN, RECV_POOLED };
+
 struct conn {
 	/* By last activity, oldest first; only with --idle-timeout.  The
 	   first member, so that a pointer to it is one to the connection. */
@@ -47,10 +77,26 @@ struct conn {
 	struct echo *echo;
 	uint64_t active_ms;
 	int fd;
+	uint32_t sent;		/* bytes of the buffer in hand that went back already */
+	union {
+		uint32_t len;	/* own: bytes the last receive brought */
+		struct {	/* pooled: buffers to send back, oldest first */
+			uint16_t head, tail;
+		};
+	};
+	uint8_t queued;		/* pooled: buffers between head and tail */
 	bool timed_out;		/* shut down for idleness, closing */
-	uint32_t len;		/* bytes the last receive brought */
-	uint32_t sent;		/* how many of them went back already */
-	char buf[];
+	bool paused;		/* pooled: receive canceled until the queue drains */
+	bool ending;		/* pooled: no receive again; close once all is sent */
+	afio_handle recv;	/* pooled: the multishot receive, 0 when none runs */
+	char buf[];		/* own only */
+};
+
+/* What the pool's buffers hold, by buffer id: the bytes received, and the
+   next buffer of the same connection's queue. */
+struct pool_meta {
+	uint32_t len;
+	uint16_t next;
 };
 
 struct echo {
@@ -58,6 +104,10 @@ struct echo {
 	unsigned max_conn;
 	unsigned open_conns;
 	uint32_t buf_size;
+	enum recv_style recv_style;
+	unsigned pool_bufs;		/* pooled: 0 until sized */
+	unsigned pool;
+	struct pool_meta *meta;		/* pool_bufs of them */
 	uint64_t idle_timeout_ms;	/* 0: none */
 	struct link idle_list;		/* next is the oldest */
 	struct server_ratelimit refused;
@@ -101,13 +151,25 @@ static void touch(struct conn *c)
 	list_add_tail(&echo->idle_list, &c->idle);
 }
 
+static void pooled_time_out(struct conn *c);
+
 /*
  * Shutting a socket down ends the request in flight on it, on every
  * backend and in every mode: a receive gets the end of the stream, a send
  * -EPIPE, and the callback closes it.  afio_cancel() would do too, but
  * it looks through every request slot, which for thousands of
- * connections timing out at once adds up.
+ * connections timing out at once adds up.  A pooled connection's
+ * receive is canceled by its handle instead, which costs no more.
  */
+static void time_out(struct conn *c)
+{
+	c->timed_out = true;
+	if (c->echo->recv_style == RECV_POOLED)
+		pooled_time_out(c);
+	else
+		shutdown(c->fd, SHUT_RDWR);
+}
+
 static void close_idle(struct server *srv)
 {
 	struct echo *echo = srv->priv;
@@ -119,8 +181,7 @@ static void close_idle(struct server *srv)
 		if (now - c->active_ms < echo->idle_timeout_ms)
 			break;
 		list_del(&c->idle);
-		c->timed_out = true;
-		shutdown(c->fd, SHUT_RDWR);
+		time_out(c);
 	}
 }
 
@@ -181,6 +242,202 @@ static void on_sent(void *data, ssize_t res)
 		start_receive(c);
 }
 
+/* ---- pooled receives ---- */
+
+static void on_pooled_recv(void *data, ssize_t res, unsigned flags);
+static void on_pooled_sent(void *data, ssize_t res);
+
+static void *pool_buf(const struct conn *c, uint16_t id)
+{
+	return afio_buf(c->echo->srv.ctx, c->echo->pool, id);
+}
+
+/* During afio_destroy() the pool goes with the context: nothing to give
+   back, and nothing that a returned buffer should wake. */
+static void pool_release(struct conn *c, uint16_t id)
+{
+	if (!c->echo->stopping)
+		afio_buf_release(c->echo->srv.ctx, c->echo->pool, id);
+}
+
+static bool pooled_done(const struct conn *c)
+{
+	return c->ending && !c->recv && !c->queued;
+}
+
+static void pooled_close_if_done(struct conn *c)
+{
+	if (pooled_done(c))
+		conn_close(c);
+}
+
+/* Its last completion comes to the callback as usual.  afio_destroy()
+   ends every receive itself. */
+static void stop_receive(struct conn *c)
+{
+	if (c->recv && !c->echo->stopping)
+		afio_cancel_handle(c->echo->srv.ctx, c->recv);
+}
+
+static int start_pooled_receive(struct conn *c)
+{
+	afio_ctx *ctx = c->echo->srv.ctx;
+	int ret;
+
+	ret = afio_recv_pooled(ctx, c->fd, c->echo->pool, 0, AFIO_RECV_MULTISHOT,
+			       on_pooled_recv, c);
+	if (!ret)
+		c->recv = afio_last_handle(ctx);
+	return ret;
+}
+
+/* The connection is over: what is queued will not be sent. */
+static void pooled_fail(struct conn *c)
+{
+	uint16_t id;
+
+	c->ending = true;
+	while (c->queued) {
+		id = c->head;
+		c->head = c->echo->meta[id].next;
+		c->queued--;
+		pool_release(c, id);
+	}
+	stop_receive(c);
+}
+
+static void send_head(struct conn *c)
+{
+	struct echo *echo = c->echo;
+	const char *buf = pool_buf(c, c->head);
+
+	if (afio_send(echo->srv.ctx, c->fd, buf + c->sent, echo->meta[c->head].len - c->sent,
+		      0, on_pooled_sent, c))
+		pooled_fail(c);
+}
+
+/* The queue's head is the one buffer whose send is under way. */
+static void enqueue(struct conn *c, uint16_t id, uint32_t len)
+{
+	struct pool_meta *meta = c->echo->meta;
+
+	meta[id].len = len;
+	meta[id].next = NO_BUF;
+	if (c->queued++) {
+		meta[c->tail].next = id;
+		c->tail = id;
+		return;
+	}
+	c->head = c->tail = id;
+	c->sent = 0;
+	send_head(c);
+}
+
+static void pooled_received(struct conn *c, ssize_t res, unsigned flags)
+{
+	if (c->echo->stopping || c->ending) {
+		pool_release(c, (uint16_t)afio_cqe_buf(flags));
+		return;
+	}
+	touch(c);
+	enqueue(c, (uint16_t)afio_cqe_buf(flags), (uint32_t)res);
+	if (c->queued >= MAX_QUEUED && !c->ending)
+		c->paused = true;
+}
+
+/* A paused receive starts again once its last completion came and the
+   peer has read all that it sent. */
+static void pooled_resume(struct conn *c)
+{
+	if (!c->paused || c->recv || c->queued)
+		return;
+	c->paused = false;
+	if (start_pooled_receive(c))
+		c->ending = true;
+}
+
+/* The receive had its last completion: is that the connection's end?
+   Not when it was canceled for a pause, which may also end with bytes. */
+static void pooled_recv_ended(struct conn *c, ssize_t res)
+{
+	c->recv = 0;
+	if (!c->paused || c->echo->stopping || (res <= 0 && res != -ECANCELED))
+		c->ending = true;
+}
+
+/*
+ * res: bytes in a pool buffer, 0 when the peer closed, or -errno; the
+ * last completion has no AFIO_CQE_MORE, and may bring bytes too (a cancel
+ * or afio_destroy() that came after them).  One that should not go on
+ * may still bring a completion that was in hand before the cancel, and
+ * carry on: it is canceled again.
+ */
+static void on_pooled_recv(void *data, ssize_t res, unsigned flags)
+{
+	struct conn *c = data;
+
+	if (flags & AFIO_CQE_BUFFER)
+		pooled_received(c, res, flags);
+	if (!(flags & AFIO_CQE_MORE))
+		pooled_recv_ended(c, res);
+	if (c->ending)
+		c->paused = false;
+	if (c->ending || c->paused)
+		stop_receive(c);
+	pooled_resume(c);
+	pooled_close_if_done(c);
+}
+
+static void on_pooled_sent(void *data, ssize_t res)
+{
+	struct conn *c = data;
+	uint16_t id = c->head;
+
+	if (res < 0 || c->echo->stopping) {
+		pooled_fail(c);
+		pooled_close_if_done(c);
+		return;
+	}
+	/* A send may take only part of the buffer when the peer reads slowly. */
+	c->sent += (uint32_t)res;
+	if (c->sent < c->echo->meta[id].len) {
+		send_head(c);
+	} else {
+		c->head = c->echo->meta[id].next;
+		c->queued--;
+		c->sent = 0;
+		pool_release(c, id);
+		if (c->queued)
+			send_head(c);
+		else
+			pooled_resume(c);
+	}
+	pooled_close_if_done(c);
+}
+
+/* A send still under way may wait on a peer that does not read: the
+   shutdown ends it. */
+static void pooled_time_out(struct conn *c)
+{
+	c->ending = true;
+	c->paused = false;
+	stop_receive(c);
+	if (c->queued)
+		shutdown(c->fd, SHUT_RDWR);
+	pooled_close_if_done(c);
+}
+
+static int start_conn(struct conn *c)
+{
+	if (c->echo->recv_style == RECV_OWN)
+		return afio_recv(c->echo->srv.ctx, c->fd, c->buf, c->echo->buf_size, 0,
+				 on_received, c);
+	c->queued = 0;
+	c->paused = c->ending = false;
+	c->recv = 0;
+	return start_pooled_receive(c);
+}
+
 /* Refusing at once is kinder to the client than leaving it hanging. */
 static void refuse(struct echo *echo, int fd)
 {
@@ -198,7 +455,7 @@ static void accept_conn(struct server *srv, int fd)
 		refuse(echo, fd);
 		return;
 	}
-	c = malloc(sizeof(*c) + echo->buf_size);
+	c = malloc(sizeof(*c) + (echo->recv_style == RECV_OWN ? echo->buf_size : 0));
 	if (!c) {
 		refuse(echo, fd);
 		return;
@@ -209,7 +466,8 @@ static void accept_conn(struct server *srv, int fd)
 	c->idle.prev = c->idle.next = &c->idle;
 	echo->open_conns++;
 	touch(c);
-	start_receive(c);
+	if (start_conn(c))
+		conn_close(c);
 }
 
 /* ---- limits ---- */
@@ -268,20 +526,47 @@ static void fit_descriptors(const struct echo *echo)
 
 /* ---- start-up ---- */
 
-enum { OPT_MAX_CONN, OPT_IDLE_TIMEOUT, OPT_BUF_SIZE, OPT_EVENTFD, NR_OPTS };
+enum { OPT_MAX_CONN, OPT_IDLE_TIMEOUT, OPT_BUF_SIZE, OPT_EVENTFD, OPT_RECV, OPT_POOL_BUFS,
+       NR_OPTS };
+
+/* An option that names one of two choices: 0 for the first (also when it
+   is not given), 1 for the second, or -EINVAL (with a message). */
+static int parse_either(const struct server_extra_option *o, const char *first,
+			const char *second)
+{
+	if (!o->value || !strcmp(o->value, first))
+		return 0;
+	if (!strcmp(o->value, second))
+		return 1;
+	fprintf(stderr, "--%s: expected %s or %s, got \"%s\"\n", o->name, first, second,
+		o->value);
+	return -EINVAL;
+}
+
+static int parse_recv_args(struct echo *echo, const struct server_extra_option *opt)
+{
+	int pooled = parse_either(&opt[OPT_RECV], "own", "pooled");
+
+	if (pooled < 0)
+		return -EINVAL;
+	echo->recv_style = pooled ? RECV_POOLED : RECV_OWN;
+	if (opt[OPT_POOL_BUFS].value &&
+	    parse_count(opt[OPT_POOL_BUFS].name, opt[OPT_POOL_BUFS].value, 1, MAX_POOL_BUFS,
+			&echo->pool_bufs))
+		return -EINVAL;
+	return 0;
+}
 
 static int parse_echo_args(struct echo *echo, const struct server_extra_option *opt,
 			   struct server_opts *opts)
 {
-	const char *efd = opt[OPT_EVENTFD].value;
+	int lazy = parse_either(&opt[OPT_EVENTFD], "exact", "lazy");
 	unsigned v;
 
-	if (efd && !strcmp(efd, "lazy")) {
-		opts->afio.flags |= AFIO_LAZY_EVENTFD;
-	} else if (efd && strcmp(efd, "exact")) {
-		fprintf(stderr, "--eventfd: expected exact or lazy, got \"%s\"\n", efd);
+	if (lazy < 0)
 		return -EINVAL;
-	}
+	if (lazy)
+		opts->afio.flags |= AFIO_LAZY_EVENTFD;
 
 	if (opt[OPT_MAX_CONN].value &&
 	    parse_count(opt[OPT_MAX_CONN].name, opt[OPT_MAX_CONN].value, 1, MAX_CONN_LIMIT,
@@ -299,7 +584,43 @@ static int parse_echo_args(struct echo *echo, const struct server_extra_option *
 			return -EINVAL;
 		echo->idle_timeout_ms = (uint64_t)v * 1000;
 	}
-	return 0;
+	return parse_recv_args(echo, opt);
+}
+
+static unsigned default_pool_bufs(unsigned max_conn)
+{
+	unsigned n = max_conn / 4;
+
+	if (n < MIN_POOL_BUFS)
+		return MIN_POOL_BUFS;
+	return n > MAX_POOL_BUFS ? MAX_POOL_BUFS : n;
+}
+
+/* Request entries: a receive per connection, and a send per buffer that
+   can be out of the pool at once, if pooled. */
+static unsigned entries_needed(struct echo *echo)
+{
+	if (echo->recv_style == RECV_OWN)
+		return echo->max_conn;
+	if (!echo->pool_bufs)
+		echo->pool_bufs = default_pool_bufs(echo->max_conn);
+	return echo->max_conn + echo->pool_bufs;
+}
+
+static int create_pool(struct echo *echo)
+{
+	int ret;
+
+	if (echo->recv_style == RECV_OWN)
+		return 0;
+	echo->meta = calloc(echo->pool_bufs, sizeof(*echo->meta));
+	if (!echo->meta)
+		return -ENOMEM;
+	ret = afio_bufpool_create(echo->srv.ctx, echo->pool_bufs, echo->buf_size, &echo->pool);
+	if (ret)
+		fprintf(stderr, "afio-echo: a pool of %u buffers of %u bytes: %s\n",
+			echo->pool_bufs, echo->buf_size, strerror(-ret));
+	return ret;
 }
 
 static void start_idle_timer(struct echo *echo)
@@ -318,6 +639,8 @@ static int start(struct echo *echo, const struct server_opts *opts, bool explici
 		return 1;
 	if (check_async_ceiling(echo, explicit_max))
 		return 2;
+	if (create_pool(echo))
+		return 1;
 	if (server_listen(&echo->srv, opts))
 		return 1;
 	fit_descriptors(echo);
@@ -341,8 +664,22 @@ int main(int argc, char **argv)
 		},
 		[OPT_BUF_SIZE] = {
 			.name = "buf-size",
-			.help = "  --buf-size B   receive buffer per connection, "
-				"bytes (default " STRINGIFY(DEFAULT_BUF_SIZE) ")\n",
+			.help = "  --buf-size B   receive buffer per connection, or per pool "
+				"buffer, bytes (default " STRINGIFY(DEFAULT_BUF_SIZE) ")\n",
+		},
+		[OPT_RECV] = {
+			.name = "recv",
+			.help = "  --recv own|pooled\n"
+				"                 own: a buffer per connection; pooled: one "
+				"multishot receive\n"
+				"                 each from a shared pool, no buffer "
+				"while idle (default own)\n",
+		},
+		[OPT_POOL_BUFS] = {
+			.name = "pool-bufs",
+			.help = "  --pool-bufs N  buffers of the pool with --recv pooled "
+				"(default --max-conn / 4,\n"
+				"                 at least " STRINGIFY(MIN_POOL_BUFS) ")\n",
 		},
 		[OPT_EVENTFD] = {
 			.name = "eventfd",
@@ -361,6 +698,7 @@ int main(int argc, char **argv)
 	if (parse_echo_args(&echo, opt, &opts))
 		return 2;
 	opts.max_conn = echo.max_conn;
+	opts.entries = entries_needed(&echo);
 	echo.srv.on_accept = accept_conn;
 	echo.srv.priv = &echo;
 
@@ -377,5 +715,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "afio-echo: %u connections still open\n", echo.open_conns);
 		status = 1;
 	}
+	free(echo.meta);
 	return status;
 }

@@ -164,6 +164,7 @@ void server_opts_init(struct server_opts *opts, const char *prog, unsigned defau
 	opts->port = default_port;
 	opts->default_port = default_port;
 	opts->max_conn = 64;
+	opts->entries = 0;
 	afio_config_init(&opts->afio);
 }
 
@@ -307,7 +308,12 @@ static int open_descriptors(struct server *srv, const struct server_opts *opts)
 	return 0;
 }
 
-/* One request per connection; the pool sized for the mode in force
+static unsigned cfg_entries(const struct server_opts *opts)
+{
+	return opts->entries ? opts->entries : opts->max_conn;
+}
+
+/* One request per connection unless told otherwise; the pool sized for the mode in force
    (AFIO_MODE may change it inside afio_create()): where a waiting receive
    holds a worker, one per entry, so that idle clients cannot hold them all
    while others' sends wait.  afio_limits() says what that came to. */
@@ -316,7 +322,7 @@ static int create_context(struct server *srv, const struct server_opts *opts)
 	struct afio_config cfg = opts->afio;
 	int ret;
 
-	cfg.entries = opts->max_conn;
+	cfg.entries = cfg_entries(opts);
 	cfg.threads = 0;
 	ret = afio_create(&srv->ctx, &cfg);
 	if (ret)
@@ -338,7 +344,7 @@ static int read_sysctl_line(const char *path, char *buf, size_t len)
 	return 0;
 }
 
-/* The context holds max_conn entries: where a limit of the system stops
+/* The context holds cfg_entries() entries: where a limit of the system stops
    that, say which. */
 static int report_create(const struct server_opts *opts, int err)
 {
@@ -349,7 +355,7 @@ static int report_create(const struct server_opts *opts, int err)
 	    !read_sysctl_line("/proc/sys/fs/aio-nr", cur, sizeof(cur))) {
 		fprintf(stderr, "%s: libaio: %s: an AIO context of %u entries, with "
 			"fs.aio-max-nr %s and fs.aio-nr %s in use; lower --max-conn or "
-			"raise fs.aio-max-nr\n", prog_name, strerror(-err), opts->max_conn,
+			"raise fs.aio-max-nr\n", prog_name, strerror(-err), cfg_entries(opts),
 			max, cur);
 		return err;
 	}

@@ -60,6 +60,7 @@ struct server_opts {
 	unsigned port;			/* 0: the kernel picks a free one */
 	unsigned default_port;
 	unsigned max_conn;		/* each has one request in flight at most */
+	unsigned entries;		/* request entries; 0: max_conn */
 	struct afio_config afio;
 };
 

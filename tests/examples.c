@@ -4,7 +4,8 @@
  * are started with --port 0 on 127.0.0.1, talked to as a client would, then
  * stopped with SIGTERM, which must end them with exit status 0.  minimal
  * sends a file to a listener of the test's own.  Each runs on every
- * backend that probes as available here, in every mode.
+ * backend that probes as available here, in every mode; each afio-echo
+ * test twice over, with --recv own and with --recv pooled.
  *
  * usage: examples PATH-TO-AFIO-ECHO PATH-TO-AFIO-HTTPD PATH-TO-MINIMAL
  */
@@ -19,6 +20,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdnoreturn.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -47,16 +49,6 @@ static void launch_server(struct server *s, const char *path, const struct targe
 	server_start(s, t, how);
 }
 
-/* opt and val: one more option for the server, or NULL. */
-static void start_server(struct server *s, const char *path, const struct target *t,
-			 const char *opt, const char *val)
-{
-	const char *args[] = { opt, val, NULL };
-	struct launch how = { .args = args, .err_fd = -1 };
-
-	launch_server(s, path, t, &how);
-}
-
 /* SIGTERM, then the exit status must be a clean 0. */
 static void stop_server(struct server *s)
 {
@@ -64,6 +56,58 @@ static void stop_server(struct server *s)
 
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		      "%s: server ended with status 0x%x", s->target->name, status);
+}
+
+/* ---- afio-echo's two ways to receive ---- */
+
+#define MAX_ECHO_ARGS	8
+
+/* The echo tests loop over twice the targets: each with --recv own, then
+   each with --recv pooled. */
+static const struct target *echo_target(int i)
+{
+	return &targets[i % ntargets];
+}
+
+static const char *echo_recv(int i)
+{
+	return i < ntargets ? "own" : "pooled";
+}
+
+/* --recv for test case i, then extra (NULL-terminated, may be NULL), into
+   out[MAX_ECHO_ARGS]. */
+static const char *const *echo_args(int i, const char *const *extra, const char **out)
+{
+	size_t n = 0;
+
+	out[n++] = "--recv";
+	out[n++] = echo_recv(i);
+	for (; extra && *extra; extra++) {
+		ck_assert_uint_lt(n, MAX_ECHO_ARGS - 1);
+		out[n++] = *extra;
+	}
+	out[n] = NULL;
+	return out;
+}
+
+/* afio-echo for test case i, with how->args after its --recv. */
+static void launch_echo(struct server *s, int i, struct launch *how)
+{
+	const char *args[MAX_ECHO_ARGS];
+	const char *const *extra = how->args;
+
+	how->args = echo_args(i, extra, args);
+	launch_server(s, echo_path, echo_target(i), how);
+	how->args = extra;
+}
+
+/* opt and val: one more option, or NULL. */
+static void start_echo(struct server *s, int i, const char *opt, const char *val)
+{
+	const char *args[] = { opt, val, NULL };
+	struct launch how = { .args = args, .err_fd = -1 };
+
+	launch_echo(s, i, &how);
 }
 
 /* ---- client side ---- */
@@ -130,7 +174,7 @@ START_TEST(echo_returns_what_was_sent)
 	static const size_t sizes[] = { 1, 100, 4096, 16 * 1024 + 1, 65536 + 7, MIB };
 	struct server s;
 
-	start_server(&s, echo_path, &targets[_i], NULL, NULL);
+	start_echo(&s, _i, NULL, NULL);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		check_echo(s.port, sizes[i]);
 	stop_server(&s);
@@ -144,7 +188,7 @@ START_TEST(echo_serves_clients_at_once)
 	int fd[CLIENTS];
 	struct server s;
 
-	start_server(&s, echo_path, &targets[_i], NULL, NULL);
+	start_echo(&s, _i, NULL, NULL);
 	for (int i = 0; i < CLIENTS; i++) {
 		fd[i] = connect_to(s.port);
 		out[i] = pattern(LEN, (unsigned)i);
@@ -167,7 +211,7 @@ START_TEST(echo_refuses_beyond_max_conn)
 	struct server s;
 	int a, b, c;
 
-	start_server(&s, echo_path, &targets[_i], "--max-conn", "2");
+	start_echo(&s, _i, "--max-conn", "2");
 	/* A round trip each makes sure both hold a slot before the third. */
 	a = connect_to(s.port);
 	b = connect_to(s.port);
@@ -200,7 +244,7 @@ START_TEST(echo_stops_cleanly_with_clients)
 	size_t sent = 0;
 	ssize_t n;
 
-	start_server(&s, echo_path, &targets[_i], NULL, NULL);
+	start_echo(&s, _i, NULL, NULL);
 	idle = connect_to(s.port);
 	check_echo(s.port, 1);
 	stuck = connect_to(s.port);
@@ -212,6 +256,45 @@ START_TEST(echo_stops_cleanly_with_clients)
 	close(idle);
 	close(stuck);
 	free(junk);
+}
+END_TEST
+
+/* A client with many connections that sends and reads as fast as it can,
+   never waiting, until the server goes. */
+static noreturn void keep_talking(unsigned port, int conns)
+{
+	static char buf[4096];
+	int fd[conns];
+
+	for (int i = 0; i < conns; i++)
+		fd[i] = connect_to(port);
+	for (;;) {
+		for (int i = 0; i < conns; i++) {
+			if (send(fd[i], buf, 1024, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+			    errno != EAGAIN)
+				_exit(0);
+			if (recv(fd[i], buf, sizeof(buf), MSG_DONTWAIT) == 0)
+				_exit(0);
+		}
+	}
+}
+
+/* SIGTERM while hundreds of connections talk: the requests that had a
+   result waiting, bytes included, still close their connections. */
+START_TEST(echo_stops_cleanly_under_load)
+{
+	struct server s;
+	pid_t pid;
+
+	start_echo(&s, _i, NULL, NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid)
+		keep_talking(s.port, 300);
+	poll(NULL, 0, 500);
+	stop_server(&s);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
 }
 END_TEST
 
@@ -261,14 +344,14 @@ static unsigned many_conns(const struct target *t)
 /* Thousands at once, each with a message of its own in flight. */
 START_TEST(echo_serves_thousands)
 {
-	const struct target *t = &targets[_i];
+	const struct target *t = echo_target(_i);
 	unsigned n = many_conns(t);
 	int *fd = malloc(n * sizeof(*fd));
 	struct server s;
 
 	ck_assert_ptr_nonnull(fd);
 	ck_assert_uint_ge(n, 1000);
-	start_server(&s, echo_path, t, NULL, NULL);
+	start_echo(&s, _i, NULL, NULL);
 	for (unsigned i = 0; i < n; i++)
 		fd[i] = connect_to(s.port);
 	for (int round = 0; round < 2; round++) {
@@ -298,13 +381,45 @@ START_TEST(echo_serves_thousands)
 }
 END_TEST
 
+/*
+ * A pool of two buffers for eight clients that all send at once, more
+ * than a buffer each: receives wait for buffers that sends give back, and
+ * every client gets all its bytes, in order.
+ */
+START_TEST(echo_pooled_waits_for_buffers)
+{
+	enum { CLIENTS = 8, LEN = 3 * 4096 + 5 };
+	char *out[CLIENTS], in[LEN];
+	int fd[CLIENTS];
+	struct server s;
+
+	start_echo(&s, _i, "--pool-bufs", "2");
+	for (int i = 0; i < CLIENTS; i++) {
+		fd[i] = connect_to(s.port);
+		out[i] = pattern(LEN, (unsigned)i);
+		send_all(fd[i], out[i], LEN);
+	}
+	for (int i = 0; i < CLIENTS; i++) {
+		ck_assert_int_eq(shutdown(fd[i], SHUT_WR), 0);
+		ck_assert_uint_eq(recv_to_eof(fd[i], in, LEN), LEN);
+		ck_assert_msg(!memcmp(in, out[i], LEN), "%s: client %d got other bytes",
+			      echo_target(_i)->name, i);
+		close(fd[i]);
+		free(out[i]);
+	}
+	stop_server(&s);
+}
+END_TEST
+
 /* Runs a server that is expected to refuse to start; returns its exit
    status, and what it said on stderr in err. */
-static int run_to_exit(const struct target *t, const char *const *args, char *err, size_t cap)
+static int run_to_exit(int i, const char *const *extra, char *err, size_t cap)
 {
+	const struct target *t = echo_target(i);
+	const char *args[MAX_ECHO_ARGS];
 	int out[2], errp[2], status = 0, pidfd;
 	struct pollfd pfd;
-	struct launch how = { .path = echo_path, .args = args };
+	struct launch how = { .path = echo_path, .args = echo_args(i, extra, args) };
 	size_t len = 0;
 	ssize_t n;
 	pid_t pid;
@@ -339,17 +454,17 @@ static int run_to_exit(const struct target *t, const char *const *args, char *er
 START_TEST(echo_refuses_what_async_cannot_serve)
 {
 	static const char *const args[] = { "--max-conn", "5000", NULL };
-	const struct target *t = &targets[_i];
+	const struct target *t = echo_target(_i);
 	char err[4096];
 	struct launch how = { .args = args, .err_fd = -1 };
 	struct server s;
 
 	if (pool_waits_per_socket(t)) {
-		ck_assert_int_eq(run_to_exit(t, args, err, sizeof(err)), 2);
+		ck_assert_int_eq(run_to_exit(_i, args, err, sizeof(err)), 2);
 		ck_assert_msg(strstr(err, "at most 1024"), "%s said: %s", t->name, err);
 		return;
 	}
-	launch_server(&s, echo_path, t, &how);
+	launch_echo(&s, _i, &how);
 	check_echo(s.port, 100);
 	stop_server(&s);
 }
@@ -366,13 +481,14 @@ START_TEST(echo_closes_idle_connections)
 	int idle, busy, polls = 0;
 	char byte;
 
-	launch_server(&s, echo_path, &targets[_i], &how);
+	launch_echo(&s, _i, &how);
 	idle = connect_to(s.port);
 	busy = connect_to(s.port);
 	pfd = (struct pollfd){ .fd = idle, .events = POLLIN };
 	/* A round trip every 100 ms on one; the other stays silent. */
 	do {
-		ck_assert_msg(echo_once(busy), "%s: the busy connection was closed", targets[_i].name);
+		ck_assert_msg(echo_once(busy), "%s, %s: the busy connection was closed",
+			      echo_target(_i)->name, echo_recv(_i));
 		ck_assert_msg(polls++ < HANG_GUARD_MS / 100, "idle connection still open");
 	} while (poll(&pfd, 1, 100) == 0);
 	ck_assert_int_le(recv(idle, &byte, 1, 0), 0);
@@ -464,9 +580,11 @@ static void expect_answer(int fd)
  */
 START_TEST(echo_survives_descriptor_exhaustion)
 {
-	const struct target *t = &targets[_i];
-	/* A pool with a worker per connection needs a descriptor for each. */
-	const char *args[] = { "--max-conn", pool_waits_per_socket(t) ? "40" : "200", NULL };
+	const struct target *t = echo_target(_i);
+	/* A pool with a worker per connection needs a descriptor for each,
+	   and pooled, one for each buffer too (its send may wait). */
+	const char *args[] = { "--max-conn", pool_waits_per_socket(t) ? "40" : "200",
+			       "--pool-bufs", pool_waits_per_socket(t) ? "8" : "256", NULL };
 	struct launch how = { .args = args, .err_fd = -1, .nofile = LOW_NOFILE };
 	unsigned served = 0, refused = 0, waiting = 0, lines;
 	int held[TRY_CONNS], later[BURST + 1], errp[2], fd, tries = 0;
@@ -476,7 +594,7 @@ START_TEST(echo_survives_descriptor_exhaustion)
 
 	ck_assert_int_eq(pipe2(errp, O_CLOEXEC | O_NONBLOCK), 0);
 	how.err_fd = errp[1];
-	launch_server(&s, echo_path, t, &how);
+	launch_echo(&s, _i, &how);
 	close(errp[1]);
 
 	while (served < TRY_CONNS && refused < 3 && a != NO_ANSWER_YET) {
@@ -684,14 +802,17 @@ static Suite *examples_suite(void)
 	TCase *echo = tcase_create("echo");
 	TCase *minimal = tcase_create("minimal");
 
-	tcase_add_loop_test(echo, echo_returns_what_was_sent, 0, ntargets);
-	tcase_add_loop_test(echo, echo_serves_clients_at_once, 0, ntargets);
-	tcase_add_loop_test(echo, echo_refuses_beyond_max_conn, 0, ntargets);
-	tcase_add_loop_test(echo, echo_stops_cleanly_with_clients, 0, ntargets);
-	tcase_add_loop_test(echo, echo_serves_thousands, 0, ntargets);
-	tcase_add_loop_test(echo, echo_refuses_what_async_cannot_serve, 0, ntargets);
-	tcase_add_loop_test(echo, echo_closes_idle_connections, 0, ntargets);
-	tcase_add_loop_test(echo, echo_survives_descriptor_exhaustion, 0, ntargets);
+	tcase_add_loop_test(echo, echo_returns_what_was_sent, 0, 2 * ntargets);
+	tcase_add_loop_test(echo, echo_serves_clients_at_once, 0, 2 * ntargets);
+	tcase_add_loop_test(echo, echo_refuses_beyond_max_conn, 0, 2 * ntargets);
+	tcase_add_loop_test(echo, echo_stops_cleanly_with_clients, 0, 2 * ntargets);
+	tcase_add_loop_test(echo, echo_stops_cleanly_under_load, 0, 2 * ntargets);
+	tcase_add_loop_test(echo, echo_serves_thousands, 0, 2 * ntargets);
+	tcase_add_loop_test(echo, echo_refuses_what_async_cannot_serve, 0, 2 * ntargets);
+	tcase_add_loop_test(echo, echo_closes_idle_connections, 0, 2 * ntargets);
+	tcase_add_loop_test(echo, echo_survives_descriptor_exhaustion, 0, 2 * ntargets);
+	/* Pooled only: the second round of the targets. */
+	tcase_add_loop_test(echo, echo_pooled_waits_for_buffers, ntargets, 2 * ntargets);
 	suite_add_tcase(s, echo);
 	tcase_add_loop_test(minimal, minimal_sends_the_file, 0, ntargets);
 	tcase_add_loop_test(minimal, minimal_reports_errors, 0, ntargets);
