@@ -357,7 +357,8 @@ AFIO_API afio_handle afio_last_handle(const afio_ctx *ctx);
 
 /* Cancel the request h names, in O(1): it completes with -ECANCELED
    unless it finishes first.  0 when asked; -EALREADY when its result is
-   known (or its cancel was asked) and its callback is still to run;
+   known (or its cancel was asked) and its callback is still to run (for
+   a multishot request: its last one);
    -ENOENT when it has completed (a slot reused since included); -EINVAL
    for what was never a handle of ctx. */
 AFIO_API int afio_cancel_handle(afio_ctx *ctx, afio_handle h);
