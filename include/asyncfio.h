@@ -360,9 +360,10 @@ typedef uint64_t afio_handle;
 AFIO_API afio_handle afio_last_handle(const afio_ctx *ctx);
 
 /* Cancel the request h names, in O(1): it completes with -ECANCELED
-   unless it finishes first.  0 when asked; -EALREADY when its result is
-   known (or its cancel was asked) and its callback is still to run;
-   -ENOENT when it has completed (a slot reused since included); -EINVAL
+   unless it finishes first.  0 when asked (a multishot request whose
+   result waits for its callback: that callback is its last); -EALREADY
+   when its result is known (or its cancel was asked) and its callback is
+   still to run; -ENOENT when it has completed (a slot reused since included); -EINVAL
    for what was never a handle of ctx. */
 AFIO_API int afio_cancel_handle(afio_ctx *ctx, afio_handle h);
 

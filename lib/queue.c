@@ -468,6 +468,13 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 
 /* ---- cancel ---- */
 
+/* A multishot request whose result waits for its callback: unless told
+   otherwise, run_ecb() queues it again, so a cancel has something to end. */
+static bool multi_done(const struct afio_req *r)
+{
+	return r->state == AFIO_REQ_DONE && (r->shot & AFIO_SHOT_MULTI);
+}
+
 static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
 {
 	if (r->state == AFIO_REQ_QUEUED) {
@@ -476,22 +483,19 @@ static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
 	} else if (r->state == AFIO_REQ_PARKED) {
 		afio_bufpool_unpark(ctx, r);
 		afio_req_finish(r, -ECANCELED);
-	} else if (r->state == AFIO_REQ_DONE && (r->shot & AFIO_SHOT_MULTI)) {
-		/* A multishot request between a result and its callback: that
-		   callback is its last (shot_goes_on()). */
-		r->cancel = 1;
 	} else if (r->state == AFIO_REQ_HANDED && !r->cancel) {
 		r->cancel = 1;
 		r->engine->ops->cancel(r->engine, r);
+	} else if (multi_done(r)) {
+		/* The callback to run is its last (shot_goes_on()). */
+		r->cancel = 1;
 	}
 }
 
 static bool cancelable(const struct afio_req *r)
 {
-	if (r->state == AFIO_REQ_DONE)
-		return (r->shot & AFIO_SHOT_MULTI) && !r->cancel;
 	return r->state == AFIO_REQ_QUEUED || r->state == AFIO_REQ_HANDED ||
-	       r->state == AFIO_REQ_PARKED;
+	       r->state == AFIO_REQ_PARKED || (multi_done(r) && !r->cancel);
 }
 
 int afio_cancel(afio_ctx *ctx, void *data)

@@ -1316,6 +1316,282 @@ START_TEST(test_cancel_sendfiles_after_nonblock_cleared)
 }
 END_TEST
 
+/* ---- buffer pools and multishot requests ---- */
+
+#define MAX_SHOTS	16
+
+/* Every completion of one request, in order; a completion after the last
+   one fails the test. */
+struct shots {
+	afio_ctx *ctx;
+	unsigned pool;
+	bool release;		/* give each buffer back from the callback */
+	struct shots *peer;
+	afio_handle other;	/* the peer's: canceled by the first callback of the two */
+	int other_ret;
+	bool canceled_peer;
+	struct fd_fill *fill;	/* used up by the first callback */
+	int n, finals;
+	ssize_t res[MAX_SHOTS];
+	unsigned flags[MAX_SHOTS];
+	char got[MAX_SHOTS][8];
+};
+
+static void on_shot(void *data, ssize_t res, unsigned flags)
+{
+	struct shots *s = data;
+
+	ck_assert_msg(!s->finals, "a completion after the last one (res %zd)", res);
+	ck_assert_int_lt(s->n, MAX_SHOTS);
+	s->res[s->n] = res;
+	s->flags[s->n] = flags;
+	if (flags & AFIO_CQE_BUFFER) {
+		ck_assert_int_gt(res, 0);
+		memcpy(s->got[s->n], afio_buf(s->ctx, s->pool, afio_cqe_buf(flags)),
+		       (size_t)res < sizeof(s->got[0]) ? (size_t)res : sizeof(s->got[0]));
+		if (s->release)
+			ck_assert_int_eq(afio_buf_release(s->ctx, s->pool, afio_cqe_buf(flags)), 0);
+	}
+	if (s->fill && !s->n && res >= 0) {
+		close((int)res);
+		use_up_fds(s->fill);
+	}
+	if (s->other && !s->n && !s->peer->n) {
+		s->other_ret = afio_cancel_handle(s->ctx, s->other);
+		s->canceled_peer = true;
+	}
+	s->n++;
+	if (!(flags & AFIO_CQE_MORE))
+		s->finals++;
+}
+
+static void wait_shots_or_hang(afio_ctx *ctx, struct shots *s, int n, const char *what)
+{
+	int64_t end = tu_now_ms() + HANG_MS;
+
+	while (s->n < n) {
+		ck_assert_msg(tu_now_ms() < end, "%s: %d of %d completions after %d ms", what,
+			      s->n, n, HANG_MS);
+		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+	}
+}
+
+static void nothing_in_flight(afio_ctx *ctx)
+{
+	struct afio_stats st;
+
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	ck_assert_uint_eq(st.in_flight, 0);
+}
+
+/* Nothing is left in flight; the context goes, and the two pairs. */
+static void end_with_pairs(afio_ctx *ctx, int sa[2], int sb[2])
+{
+	nothing_in_flight(ctx);
+	afio_destroy(ctx);
+	close(sa[0]);
+	close(sa[1]);
+	close(sb[0]);
+	close(sb[1]);
+}
+
+/*
+ * A multishot accept that finds no descriptor left ends with one last
+ * -EMFILE, not a completion per try: the connection stays in the backlog,
+ * and a request that went on would fail at once again, for ever.
+ */
+START_TEST(test_multishot_accept_without_fds)
+{
+	struct shots s = { 0 };
+	struct sockaddr_in addr;
+	int lfd = tu_tcp_listener(8, true, &addr), c1 = tu_tcp_socket(false);
+	int c2 = tu_tcp_socket(false);
+	struct fd_fill fill;
+	afio_ctx *ctx = new_ctx(0);
+
+	s.ctx = ctx;
+	s.fill = &fill;
+	ck_assert_int_eq(afio_accept_multishot(ctx, lfd, SOCK_CLOEXEC, on_shot, &s), 0);
+	tu_connect_to(c1, &addr);
+	/* Used up from the callback: before the next accept is submitted,
+	   which may take the limit with it (io_uring does). */
+	wait_shots_or_hang(ctx, &s, 1, "multishot accept");
+	ck_assert_int_ge(s.res[0], 0);
+	ck_assert_uint_eq(s.flags[0], AFIO_CQE_MORE);
+	tu_connect_to(c2, &addr);
+	wait_shots_or_hang(ctx, &s, 2, "multishot accept with no fd left");
+	ck_assert_int_eq(s.res[1], -EMFILE);
+	ck_assert_uint_eq(s.flags[1], 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
+	ck_assert_int_eq(s.n, 2);
+	nothing_in_flight(ctx);
+	give_back_fds(&fill);
+	afio_destroy(ctx);
+	close(c1);
+	close(c2);
+	close(lfd);
+}
+END_TEST
+
+/* A pooled receive, single or multishot, whose fd the program closes
+   while it waits: data for the socket comes all the same; it ends once,
+   with no buffer, canceled or on a bad fd. */
+static void pooled_recv_on_closed_fd(unsigned how)
+{
+	struct shots s = { 0 };
+	afio_ctx *ctx = new_ctx(0);
+	int sv[2];
+
+	s.ctx = ctx;
+	s.pool = 0;
+	ck_assert_int_eq(afio_bufpool_create(ctx, 2, 8, &s.pool), 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[0], s.pool, 0, how, on_shot, &s), 0);
+	ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	close(sv[0]);
+	/* Its peer is gone unless the library holds the socket. */
+	(void)!send(sv[1], "x", 1, MSG_NOSIGNAL);
+	ck_assert_int_ge(afio_poll(ctx, 1, 50), 0);
+	if (!s.finals)
+		afio_cancel(ctx, &s);
+	wait_shots_or_hang(ctx, &s, 1, "pooled receive on a closed fd");
+	ck_assert_int_eq(s.n, 1);
+	/* -ENOTSOCK: the number went to a pool worker's file meanwhile. */
+	ck_assert_msg(s.res[0] == -ECANCELED || s.res[0] == -EBADF || s.res[0] == -ENOTSOCK,
+		      "res %zd", s.res[0]);
+	ck_assert_uint_eq(s.flags[0], 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 20), 0);
+	nothing_in_flight(ctx);
+	afio_destroy(ctx);
+	close(sv[1]);
+}
+
+START_TEST(test_pooled_recv_on_closed_fd)
+{
+	pooled_recv_on_closed_fd(0);
+	pooled_recv_on_closed_fd(AFIO_RECV_MULTISHOT);
+}
+END_TEST
+
+/*
+ * One buffer for two receives: the second parks until the first one's
+ * buffer comes back, given back from its callback or, later, outside
+ * afio_poll(); either way the parked receive then completes with its data.
+ */
+static void release_unparks(bool from_callback)
+{
+	struct shots a = { 0 }, b = { 0 };
+	afio_ctx *ctx = new_ctx(0);
+	unsigned pool = 0;
+	int sa[2], sb[2];
+
+	ck_assert_int_eq(afio_bufpool_create(ctx, 1, 8, &pool), 0);
+	a = (struct shots){ .ctx = ctx, .pool = pool, .release = from_callback };
+	b = (struct shots){ .ctx = ctx, .pool = pool, .release = true };
+	tu_socketpair(sa);
+	tu_socketpair(sb);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sa[0], pool, 0, 0, on_shot, &a), 0);
+	ck_assert_int_eq(write(sa[1], "abc", 3), 3);
+	wait_shots_or_hang(ctx, &a, 1, "pooled receive");
+	ck_assert_int_eq(a.res[0], 3);
+	ck_assert_int_eq(memcmp(a.got[0], "abc", 3), 0);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sb[0], pool, 0, 0, on_shot, &b), 0);
+	ck_assert_int_eq(write(sb[1], "defg", 4), 4);
+	if (!from_callback) {
+		/* The pool is empty: it waits for the buffer. */
+		ck_assert_int_ge(afio_poll(ctx, 1, 50), 0);
+		ck_assert_int_eq(b.n, 0);
+		ck_assert_int_eq(afio_buf_release(ctx, pool, afio_cqe_buf(a.flags[0])), 0);
+	}
+	wait_shots_or_hang(ctx, &b, 1, "receive parked until a buffer came back");
+	ck_assert_int_eq(b.res[0], 4);
+	ck_assert_uint_eq(b.flags[0] & ~(0xffffu << AFIO_CQE_BUF_SHIFT), AFIO_CQE_BUFFER);
+	ck_assert_int_eq(memcmp(b.got[0], "defg", 4), 0);
+	ck_assert_int_eq(afio_buf_release(ctx, pool, 0), -EALREADY);
+	end_with_pairs(ctx, sa, sb);
+}
+
+START_TEST(test_buf_release_unparks)
+{
+	release_unparks(true);
+	release_unparks(false);
+}
+END_TEST
+
+/* An id that is another pool's, past this one's count: refused, and the
+   other pool's buffer of that id stays the program's. */
+START_TEST(test_buf_release_of_other_pool_range)
+{
+	struct shots s = { 0 };
+	afio_ctx *ctx = new_ctx(0);
+	unsigned small = 0, big = 0, id;
+	int sv[2];
+
+	ck_assert_int_eq(afio_bufpool_create(ctx, 2, 8, &small), 0);
+	ck_assert_int_eq(afio_bufpool_create(ctx, 8, 8, &big), 0);
+	s.ctx = ctx;
+	s.pool = big;
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[0], big, 0, 0, on_shot, &s), 0);
+	ck_assert_int_eq(write(sv[1], "x", 1), 1);
+	wait_shots_or_hang(ctx, &s, 1, "pooled receive");
+	ck_assert_uint_ne(s.flags[0] & AFIO_CQE_BUFFER, 0);
+	id = afio_cqe_buf(s.flags[0]);
+	for (unsigned i = 2; i < 8; i++)
+		ck_assert_int_eq(afio_buf_release(ctx, small, i), -EINVAL);
+	ck_assert_int_eq(afio_buf_release(ctx, small, 0), -EALREADY);
+	ck_assert_int_eq(afio_buf_release(ctx, big + 1, id), -EINVAL);
+	ck_assert_ptr_null(afio_buf(ctx, small, 5));
+	ck_assert_int_eq(afio_buf_release(ctx, big, id), 0);
+	ck_assert_int_eq(afio_buf_release(ctx, big, id), -EALREADY);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/*
+ * Two multishot receives with data at once: the callback that runs first
+ * cancels the other by its handle, whose result may already wait for its
+ * callback.  The cancel is taken, not -EALREADY, and the other completes
+ * once, for the last time: a multishot request must not go on after it.
+ */
+START_TEST(test_cancel_multishot_whose_result_waits)
+{
+	struct shots a = { 0 }, b = { 0 }, *victim, *killer;
+	afio_ctx *ctx = new_ctx(0);
+	unsigned pool = 0;
+	int sa[2], sb[2];
+
+	ck_assert_int_eq(afio_bufpool_create(ctx, 4, 8, &pool), 0);
+	a = (struct shots){ .ctx = ctx, .pool = pool, .release = true, .peer = &b };
+	b = (struct shots){ .ctx = ctx, .pool = pool, .release = true, .peer = &a };
+	tu_socketpair(sa);
+	tu_socketpair(sb);
+	ck_assert_int_eq(write(sa[1], "a", 1), 1);
+	ck_assert_int_eq(write(sb[1], "b", 1), 1);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sa[0], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &a),
+			 0);
+	b.other = afio_last_handle(ctx);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sb[0], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &b),
+			 0);
+	a.other = afio_last_handle(ctx);
+	while (!a.canceled_peer && !b.canceled_peer)
+		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+	killer = a.canceled_peer ? &a : &b;
+	victim = killer->peer;
+	ck_assert_int_eq(killer->other_ret, 0);
+	wait_shots_or_hang(ctx, victim, 1, "multishot receive canceled");
+	ck_assert_int_eq(afio_poll(ctx, 0, 20), 0);
+	ck_assert_int_eq(victim->n, 1);
+	ck_assert_int_eq(victim->finals, 1);
+	ck_assert_int_eq(afio_cancel(ctx, killer), 1);
+	while (!killer->finals)
+		wait_shots_or_hang(ctx, killer, killer->n + 1, "multishot receive");
+	end_with_pairs(ctx, sa, sb);
+}
+END_TEST
+
 static Suite *robust_suite(void)
 {
 	Suite *s = suite_create("robust");
@@ -1327,6 +1603,7 @@ static Suite *robust_suite(void)
 	TCase *queue = tcase_create("queue");
 	TCase *exiting = tcase_create("thread-exit");
 	TCase *blocking = tcase_create("blocking-socket");
+	TCase *pools = tcase_create("pools");
 
 	tcase_add_test(args, test_null_context_and_config);
 	tcase_add_test(args, test_mode_fixed_against_environment);
@@ -1360,6 +1637,12 @@ static Suite *robust_suite(void)
 	tcase_add_test(blocking, test_cancel_sendfiles_on_blocking_socket);
 	tcase_add_test(blocking, test_cancel_sendfiles_after_nonblock_cleared);
 	suite_add_tcase(s, blocking);
+	tcase_add_test(pools, test_multishot_accept_without_fds);
+	tcase_add_test(pools, test_pooled_recv_on_closed_fd);
+	tcase_add_test(pools, test_buf_release_unparks);
+	tcase_add_test(pools, test_buf_release_of_other_pool_range);
+	tcase_add_test(pools, test_cancel_multishot_whose_result_waits);
+	suite_add_tcase(s, pools);
 	return s;
 }
 

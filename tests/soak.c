@@ -8,6 +8,9 @@
  * waiting request, RLIMIT_NOFILE used up, the thread that submitted
  * requests exiting, fork() with requests in flight, queues and rings too
  * small for the load, contexts destroyed with requests in flight.
+ * Pooled receives (single and multishot, waiting for a buffer or not) and
+ * multishot accepts are in the mix, with the pool's buffers given back at
+ * random, sometimes late, so that receives park for one.
  *
  * Each request must complete exactly once with a result that fits it, the
  * stats must balance, and afio_destroy() must return (a watchdog aborts
@@ -51,11 +54,13 @@ static enum afio_mode target_mode;
 #define NSTREAMS	(NUNIX + NTCP)
 #define NOPEN		8
 #define STEPS		240
+#define MAX_BUFS	4	/* a round's pool: few, so that it runs empty */
 
 enum kind {
 	K_READ, K_READV, K_DREAD, K_WRITE, K_WRITEV, K_FSYNC, K_SYNC_RANGE, K_FALLOCATE,
 	K_SEND, K_SENDMSG, K_SENDFILE, K_RECV, K_RECVMSG, K_SILENT, K_TIMEOUT,
 	K_OPENAT, K_CLOSE, K_STATX, K_ACCEPT, K_CONNECT, K_MKDIR, K_RENAME, K_UNLINK,
+	K_PRECV, K_MACCEPT,	/* an afio_ecb each: on_shot() */
 	K_COUNT,
 };
 
@@ -63,7 +68,7 @@ static const char *const kind_names[K_COUNT] = {
 	"read", "readv", "direct read", "write", "writev", "fsync", "sync_range",
 	"fallocate", "send", "sendmsg", "sendfile", "recv", "recvmsg", "silent recv",
 	"timeout", "openat", "close", "statx", "accept", "connect", "mkdirat",
-	"renameat", "unlinkat",
+	"renameat", "unlinkat", "pooled recv", "multishot accept",
 };
 
 enum fault {
@@ -78,6 +83,7 @@ static const char *const fault_names[F_COUNT] = {
 
 struct totals {
 	unsigned long rounds, requests, bytes, faults[F_COUNT], by_kind[K_COUNT];
+	unsigned long shots, parked_releases;
 };
 
 static struct totals total;
@@ -96,6 +102,8 @@ struct rec {
 	bool busy;
 	int calls;
 	ssize_t res;
+	afio_handle handle;
+	unsigned how;		/* of a pooled recv */
 	struct stream *st;
 	unsigned blk;
 	uint8_t gen;
@@ -128,6 +136,10 @@ struct round {
 	short rw_gen[RW_BLOCKS];	/* what the block holds: -1 unknown */
 	bool rw_busy[RW_BLOCKS];
 	unsigned dirs;
+	unsigned pool, nbufs;	/* the round's pool */
+	bool held[MAX_BUFS];	/* the test holds the buffer */
+	unsigned nheld;
+	bool maccept_busy;
 };
 
 static unsigned char *buffers;
@@ -403,6 +415,17 @@ static ssize_t asked_len(const struct rec *r)
 	}
 }
 
+/* The last completion of a request. */
+static void count_done(struct round *rd, struct rec *r, ssize_t res)
+{
+	r->busy = false;
+	r->res = res;
+	rd->busy--;
+	rd->callbacks++;
+	if (res == -ECANCELED)
+		rd->canceled++;
+}
+
 static void on_done(void *data, ssize_t res)
 {
 	struct rec *r = data;
@@ -413,12 +436,7 @@ static void on_done(void *data, ssize_t res)
 		      rd->seed, kind_names[r->kind], r->calls, res);
 	ck_assert_msg(asked_len(r) < 0 || res <= asked_len(r), "seed %u: %s: %zd of %zd",
 		      rd->seed, kind_names[r->kind], res, asked_len(r));
-	r->busy = false;
-	r->res = res;
-	rd->busy--;
-	rd->callbacks++;
-	if (res == -ECANCELED)
-		rd->canceled++;
+	count_done(rd, r, res);
 	/* With no fd left, any request may fail for want of one (the pool
 	   of another backend cannot start, say): it did nothing, as if
 	   canceled. */
@@ -430,6 +448,117 @@ static void on_done(void *data, ssize_t res)
 		stream_done(rd, r, res);
 	else
 		other_done(rd, r, res);
+}
+
+/* ---- pooled receives and multishot accepts ---- */
+
+static void release_buf(struct round *rd, unsigned id)
+{
+	ck_assert_msg(afio_buf_release(rd->ctx, rd->pool, id) == 0,
+		      "seed %u: buffer %u held, not given back", rd->seed, id);
+	rd->held[id] = false;
+	rd->nheld--;
+}
+
+/* A buffer the test holds goes back, and a parked receive may take it. */
+static void release_some(struct round *rd)
+{
+	for (unsigned i = 0, at = rnd(rd, rd->nbufs); i < rd->nbufs; i++) {
+		unsigned id = (at + i) % rd->nbufs;
+
+		if (!rd->held[id])
+			continue;
+		if (rd->nheld == rd->nbufs)
+			total.parked_releases++;
+		release_buf(rd, id);
+		return;
+	}
+}
+
+/* The buffer a completion names is the test's from now on: given back at
+   once or some steps later, or held at afio_destroy(). */
+static void take_buffer(struct round *rd, struct rec *r, ssize_t res, unsigned flags)
+{
+	unsigned id = afio_cqe_buf(flags);
+
+	ck_assert_msg(res > 0 && id < rd->nbufs, "seed %u: pooled recv: %zd in buffer %u of %u",
+		      rd->seed, res, id, rd->nbufs);
+	ck_assert_msg(!rd->held[id], "seed %u: buffer %u handed out twice", rd->seed, id);
+	verify(rd, r, afio_buf(rd->ctx, rd->pool, id), (size_t)res, r->st->got);
+	r->st->got += (size_t)res;
+	rd->held[id] = true;
+	rd->nheld++;
+	if (!rd->destroying && !rnd(rd, 3))
+		release_buf(rd, id);
+}
+
+static void precv_done(struct round *rd, struct rec *r, ssize_t res)
+{
+	ck_assert_msg(res > 0 || res == -ECANCELED || fd_shortage(rd, res) ||
+		      (res == -ENOBUFS && (r->how & AFIO_RECV_BUF_NOWAIT)),
+		      "seed %u: pooled recv (how %u): %zd", rd->seed, r->how, res);
+	r->st->recv_busy = false;
+}
+
+static void maccept_done(struct round *rd, ssize_t res)
+{
+	ck_assert_msg(res >= 0 || res == -ECANCELED || fd_shortage(rd, res),
+		      "seed %u: multishot accept: %zd", rd->seed, res);
+	rd->maccept_busy = false;
+}
+
+/* Every completion of a request whose callback is an afio_ecb: those
+   with AFIO_CQE_MORE, then exactly one without, then none. */
+static void on_shot(void *data, ssize_t res, unsigned flags)
+{
+	struct rec *r = data;
+	struct round *rd = r->rd;
+	bool more = flags & AFIO_CQE_MORE;
+
+	ck_assert_msg(r->busy && !r->calls, "seed %u: %s: a completion after the last (res %zd)",
+		      rd->seed, kind_names[r->kind], res);
+	ck_assert_msg(!more || r->kind == K_MACCEPT || (r->how & AFIO_RECV_MULTISHOT),
+		      "seed %u: pooled recv: more to come of a single shot", rd->seed);
+	total.shots++;
+	if (flags & AFIO_CQE_BUFFER)
+		take_buffer(rd, r, res, flags);
+	else
+		ck_assert_msg(r->kind != K_PRECV || res <= 0,
+			      "seed %u: pooled recv: %zd bytes in no buffer", rd->seed, res);
+	if (r->kind == K_MACCEPT && res >= 0)
+		add_tcp_stream(rd, (int)res);
+	if (more) {
+		ck_assert_msg(res >= 0, "seed %u: %s: %zd with more to come", rd->seed,
+			      kind_names[r->kind], res);
+		return;
+	}
+	r->calls++;
+	count_done(rd, r, res);
+	if (r->kind == K_PRECV)
+		precv_done(rd, r, res);
+	else
+		maccept_done(rd, res);
+}
+
+static void make_pool(struct round *rd)
+{
+	size_t size = rnd(rd, 2) ? 1 + rnd(rd, 64) : 1 + rnd(rd, BLK);
+
+	rd->nbufs = 1 + rnd(rd, MAX_BUFS);
+	ck_assert_int_eq(afio_bufpool_create(rd->ctx, rd->nbufs, size, &rd->pool), 0);
+}
+
+/* Before a destroy with nothing in flight: the library holds no buffer
+   the test does not; some of the test's stay held through the destroy. */
+static void check_buffers(struct round *rd)
+{
+	for (unsigned id = 0; id < rd->nbufs; id++) {
+		if (rd->held[id] && rnd(rd, 2))
+			release_buf(rd, id);
+		else if (!rd->held[id])
+			ck_assert_msg(afio_buf_release(rd->ctx, rd->pool, id) == -EALREADY,
+				      "seed %u: buffer %u given to nobody", rd->seed, id);
+	}
 }
 
 /* ---- issuing ---- */
@@ -558,12 +687,29 @@ static int issue_recv(struct round *rd, struct rec *r)
 	r->len = 1 + rnd(rd, BLK);
 	if (r->kind == K_RECV) {
 		ret = afio_recv(rd->ctx, st->rx, r->buf, r->len, 0, on_done, r);
+	} else if (r->kind == K_PRECV) {
+		r->how = (rnd(rd, 2) ? AFIO_RECV_MULTISHOT : 0) |
+			 (rnd(rd, 4) ? 0 : AFIO_RECV_BUF_NOWAIT);
+		ret = afio_recv_pooled(rd->ctx, st->rx, rd->pool, 0, r->how, on_shot, r);
 	} else {
 		split_iov(r, r->len);
 		ret = afio_recvmsg(rd->ctx, st->rx, &r->msg, 0, on_done, r);
 	}
 	if (!ret)
 		st->recv_busy = true;
+	return ret;
+}
+
+/* One at a time: it takes every connection that comes. */
+static int issue_maccept(struct round *rd, struct rec *r)
+{
+	int ret;
+
+	if (rd->maccept_busy)
+		return -EBUSY;
+	ret = afio_accept_multishot(rd->ctx, rd->listener, SOCK_CLOEXEC, on_shot, r);
+	if (!ret)
+		rd->maccept_busy = true;
 	return ret;
 }
 
@@ -632,6 +778,7 @@ static int issue_kind(struct round *rd, struct rec *r)
 		return issue_send(rd, r);
 	case K_RECV:
 	case K_RECVMSG:
+	case K_PRECV:
 		return issue_recv(rd, r);
 	case K_SILENT:
 		return afio_recv(rd->ctx, rd->silent[0], r->buf, 1, 0, on_done, r);
@@ -641,13 +788,16 @@ static int issue_kind(struct round *rd, struct rec *r)
 		return afio_accept(rd->ctx, rd->listener, SOCK_CLOEXEC, on_done, r);
 	case K_CONNECT:
 		return issue_connect(rd, r);
+	case K_MACCEPT:
+		return issue_maccept(rd, r);
 	default:
 		return issue_path(rd, r);
 	}
 }
 
-static void count_accepted(struct round *rd, enum kind kind)
+static void count_accepted(struct round *rd, struct rec *r, enum kind kind)
 {
+	r->handle = afio_last_handle(rd->ctx);
 	rd->busy++;
 	rd->accepted++;
 	total.requests++;
@@ -677,7 +827,7 @@ static int issue(struct round *rd, enum kind kind)
 			      "seed %u: queueing %s: %d", rd->seed, kind_names[kind], ret);
 		return ret;
 	}
-	count_accepted(rd, kind);
+	count_accepted(rd, r, kind);
 	return 0;
 }
 
@@ -704,7 +854,7 @@ static int issue_chained(struct round *rd, struct rec *from, enum kind kind)
 		r->busy = false;
 		return ret;
 	}
-	count_accepted(rd, kind);
+	count_accepted(rd, r, kind);
 	return 0;
 }
 
@@ -870,8 +1020,15 @@ static void cancel_some(struct round *rd)
 
 	if (!r->busy || r->kind == K_CLOSE)
 		return;
-	ret = afio_cancel(rd->ctx, r);
-	ck_assert_msg(ret == 1 || ret == -ENOENT, "seed %u: afio_cancel: %d", rd->seed, ret);
+	if (rnd(rd, 2)) {
+		/* Busy: its last callback has not run, so its slot is its own. */
+		ret = afio_cancel_handle(rd->ctx, r->handle);
+		ck_assert_msg(ret == 0 || ret == -EALREADY, "seed %u: afio_cancel_handle of %s: %d",
+			      rd->seed, kind_names[r->kind], ret);
+	} else {
+		ret = afio_cancel(rd->ctx, r);
+		ck_assert_msg(ret == 1 || ret == -ENOENT, "seed %u: afio_cancel: %d", rd->seed, ret);
+	}
 	total.faults[F_CANCEL]++;
 }
 
@@ -883,7 +1040,8 @@ static void cancel_waiter(struct round *rd)
 		struct rec *r = &rd->recs[(at + i) % NRECS];
 
 		if (r->busy && (r->kind == K_RECV || r->kind == K_RECVMSG ||
-				r->kind == K_SILENT || r->kind == K_ACCEPT)) {
+				r->kind == K_SILENT || r->kind == K_ACCEPT || r->kind == K_PRECV ||
+				r->kind == K_MACCEPT)) {
 			afio_cancel(rd->ctx, r);
 			total.faults[F_CANCEL]++;
 			return;
@@ -1026,7 +1184,7 @@ static const enum kind mix[] = {
 	K_READ, K_READ, K_READ, K_READV, K_DREAD, K_WRITE, K_WRITE, K_WRITEV, K_FSYNC,
 	K_SYNC_RANGE, K_FALLOCATE, K_SEND, K_SEND, K_SENDMSG, K_SENDFILE, K_RECV, K_RECV,
 	K_RECVMSG, K_SILENT, K_TIMEOUT, K_TIMEOUT, K_OPENAT, K_CLOSE, K_STATX, K_ACCEPT,
-	K_CONNECT, K_MKDIR,
+	K_CONNECT, K_MKDIR, K_PRECV, K_PRECV, K_PRECV, K_MACCEPT,
 };
 
 static void issue_random(struct round *rd)
@@ -1049,6 +1207,8 @@ static void run_steps(struct round *rd, unsigned steps)
 
 		if (what < 60)
 			issue_random(rd);
+		else if (what < 64)
+			release_some(rd);
 		else if (what < 70)
 			cancel_some(rd);
 		else if (what < 80)
@@ -1087,6 +1247,7 @@ static void end_round(struct round *rd, bool destroy_busy)
 		cancel_all(rd);
 		drain_to(rd, 0);
 		check_stats(rd);
+		check_buffers(rd);
 	} else {
 		check_stats(rd);
 		total.faults[F_DESTROY_BUSY]++;
@@ -1117,6 +1278,7 @@ static void run_round(unsigned seed)
 	make_files(rd);
 	make_sockets(rd);
 	rd->ctx = make_ctx(rd);
+	make_pool(rd);
 	at = rnd(rd, STEPS);
 	run_steps(rd, at);
 	/* Each fault comes once every F_COUNT rounds at least. */
@@ -1154,7 +1316,8 @@ static void report(unsigned seed, double secs)
 	printf("\n  ops:");
 	for (int k = 0; k < K_COUNT; k++)
 		printf("%s %s %lu", k ? "," : "", kind_names[k], total.by_kind[k]);
-	printf("\n");
+	printf("\n  pools: %lu completions of pooled receives and multishot accepts, %lu buffers "
+	       "given back to an empty pool\n", total.shots, total.parked_releases);
 	fflush(stdout);
 }
 
