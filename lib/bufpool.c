@@ -173,14 +173,15 @@ void afio_req_done_buf(struct afio_req *r, ssize_t res, unsigned id)
 
 void afio_bufpool_mark(struct afio_req *r)
 {
-	r->progress = r->ctx->bufpools[r->mode]->returned;
+	r->off = r->ctx->bufpools[r->mode]->returned;
 }
 
 /*
  * An attached pool's ring was empty: r waits for a buffer to come back.
  * One may have come back between the kernel's answer and this look at
- * it, and woken no one: r->progress holds the count of buffers given
- * back when r was queued, and a later one sends r again at once.
+ * it, and woken no one: r->off holds the count of buffers given back
+ * when r was queued (its buffer's id only once it has one), and a later
+ * one sends r again at once.
  */
 bool afio_bufpool_park(struct afio_req *r)
 {
@@ -192,7 +193,7 @@ bool afio_bufpool_park(struct afio_req *r)
 	}
 	if (!bp->kernel || (r->shot & AFIO_SHOT_BUF_NOWAIT))
 		return false;
-	if (r->progress != bp->returned) {
+	if (r->off != bp->returned) {
 		afio_req_requeue(r);
 		return true;
 	}

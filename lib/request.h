@@ -36,7 +36,10 @@
  *   UNLINKAT        dirfd    path           -          -         -      AT_*     -
  *   MKDIRAT         dirfd    path           -          -         -      -        mode
  *   NOP             -        -              -          -         -      -        -
- *   RECV_POOL       socket   -              -          bufsize   bufid  MSG_*    pool
+ *   RECV_POOL       socket   -              -          bufsize   (1)    MSG_*    pool
+ *
+ * (1) the buffer's id once it has one; before, the count of buffers given
+ * back when it was queued (afio_bufpool_park()).
  *
  * RECV_POOL waits for readiness without a buffer (the engine's part, which
  * ends with the poll(2) events as its result); the core then reads into a
