@@ -100,7 +100,9 @@ struct afio_backend_ops {
 	   the core (lib/bufpool.c). */
 	int (*pool_attach)(struct afio_engine *e, unsigned pool, char *mem, unsigned count,
 			   size_t size);
-	/* With pool_attach: buffer id of pool is free again. */
+	/* With pool_attach: buffer id of pool is free again (the program
+	   gave it back; one the kernel filled with nothing, the engine puts
+	   back itself and says so by afio_bufpool_recycled()). */
 	void (*pool_return)(struct afio_engine *e, unsigned pool, unsigned id);
 };
 
@@ -128,6 +130,10 @@ static inline void afio_engine_take(struct afio_engine *e, struct afio_req *r)
    which the program holds from now on.  -ENOBUFS through afio_req_done()
    parks r until a buffer comes back, unless it asked otherwise. */
 void afio_req_done_buf(struct afio_req *r, ssize_t res, unsigned id);
+
+/* A buffer of an attached pool went back to the kernel without the
+   program: what waits for one goes again. */
+void afio_bufpool_recycled(struct afio_ctx *ctx, unsigned pool);
 
 /* From init: the running kernel lacks op, which the caps promise; its
    requests go to the pool. */

@@ -39,7 +39,7 @@ struct afio_bufpool {
 	uint32_t *free_ids;	/* a stack */
 	uint8_t *held;		/* 1 while the program holds it */
 	bool kernel;		/* the primary engine's kernel keeps the free ones */
-	uint64_t returned;	/* buffers given back so far */
+	uint64_t returned;	/* buffers back on the kernel's ring so far */
 	struct afio_reqq waiters;	/* PARKED, oldest first */
 };
 
@@ -207,6 +207,22 @@ void afio_bufpool_unpark(struct afio_ctx *ctx, struct afio_req *r)
 	afio_reqq_remove(&ctx->bufpools[r->mode]->waiters, r);
 }
 
+/* The kernel's ring says nothing of who will get a buffer back on it:
+   every waiter goes again, and those that find none wait again. */
+static void kernel_buffer_back(struct afio_bufpool *bp)
+{
+	struct afio_req *r;
+
+	bp->returned++;
+	while ((r = afio_reqq_pop(&bp->waiters)))
+		afio_req_requeue(r);
+}
+
+void afio_bufpool_recycled(struct afio_ctx *ctx, unsigned pool)
+{
+	kernel_buffer_back(ctx->bufpools[pool]);
+}
+
 int afio_buf_release(afio_ctx *ctx, unsigned pool, unsigned id)
 {
 	struct afio_bufpool *bp;
@@ -221,15 +237,15 @@ int afio_buf_release(afio_ctx *ctx, unsigned pool, unsigned id)
 	if (!bp->held[id])
 		return -EALREADY;
 	bp->held[id] = 0;
-	bp->returned++;
-	r = afio_reqq_pop(&bp->waiters);
 	if (bp->kernel) {
 		ctx->primary.ops->pool_return(&ctx->primary, pool, id);
-		if (r)
-			afio_req_requeue(r);
+		kernel_buffer_back(bp);
 	} else {
+		/* A waiter may end without the buffer (the peer closed,
+		   nothing was there after all): the next one tries too,
+		   while one is free. */
 		bp->free_ids[bp->nfree++] = id;
-		if (r)
+		while (bp->nfree && (r = afio_reqq_pop(&bp->waiters)))
 			afio_recv_into_pool(r);
 	}
 	afio_ctx_kick(ctx);

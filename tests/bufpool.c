@@ -262,6 +262,41 @@ START_TEST(test_pool_empty_waits)
 }
 END_TEST
 
+/* Two receives wait for the one buffer, the first for an end of stream:
+   that one ends without taking the buffer, and the next gets it. */
+START_TEST(test_waiter_ends_without_buffer)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 1, 16);
+	struct shots h = { 0 }, a = { 0 }, b = { 0 };
+	int hv[2], av[2], bv[2];
+
+	tu_socketpair(hv);
+	tu_socketpair(av);
+	tu_socketpair(bv);
+	ck_assert_int_eq(afio_recv_pooled(ctx, hv[1], pool, 0, 0, on_shot, &h), 0);
+	ck_assert_int_eq(write(hv[0], "held", 4), 4);
+	wait_shots(ctx, &h, 1);
+	ck_assert_int_eq(afio_recv_pooled(ctx, av[1], pool, 0, 0, on_shot, &a), 0);
+	close(av[0]);
+	no_shot(ctx, &a);
+	ck_assert_int_eq(afio_recv_pooled(ctx, bv[1], pool, 0, 0, on_shot, &b), 0);
+	ck_assert_int_eq(write(bv[0], "next", 4), 4);
+	no_shot(ctx, &b);
+	expect_buffer(ctx, pool, &h, 0, "held");
+	wait_shots(ctx, &a, 1);
+	ck_assert_int_eq(a.res[0], 0);
+	wait_shots(ctx, &b, 1);
+	expect_buffer(ctx, pool, &b, 0, "next");
+	afio_destroy(ctx);
+	close(hv[0]);
+	close(hv[1]);
+	close(av[1]);
+	close(bv[0]);
+	close(bv[1]);
+}
+END_TEST
+
 /* A receive waiting for a buffer, canceled; destroy with buffers held. */
 START_TEST(test_cancel_parked_and_destroy)
 {
@@ -455,6 +490,7 @@ static Suite *bufpool_suite(void)
 	tcase_add_test(pool, test_pooled_args);
 	tcase_add_test(pool, test_pool_empty_waits);
 	tcase_add_test(pool, test_cancel_parked_and_destroy);
+	tcase_add_test(pool, test_waiter_ends_without_buffer);
 	tcase_add_test(multi, test_multishot_recv);
 	tcase_add_test(multi, test_multishot_recv_end);
 	tcase_add_test(multi, test_multishot_accept);

@@ -88,6 +88,7 @@ void uring_pooled_cqe(struct uring *u, struct afio_req *r, ssize_t res, unsigned
 		return;
 	}
 	ring_return(u, r->mode, id);
+	afio_bufpool_recycled(r->ctx, r->mode);
 	afio_req_done(r, res);
 }
 
