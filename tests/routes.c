@@ -153,6 +153,33 @@ static int find_block(const char *text, bool man, const char **from, const char 
 	return 0;
 }
 
+static int compare_or_write(const char *text, size_t len, bool man, bool check,
+			    const char *fmt, const char *path, const struct out *o)
+{
+	const char *from, *to;
+	FILE *f;
+
+	if (find_block(text, man, &from, &to)) {
+		fprintf(stderr, "routes: %s has no routes markers\n", path);
+		return 1;
+	}
+	if ((size_t)(to - from) == o->len && !memcmp(from, o->buf, o->len))
+		return 0;
+	if (check) {
+		fprintf(stderr, "routes: %s says other than lib/route.c; run "
+			"`meson compile -C build route-docs`, or see `routes %s`\n", path, fmt);
+		return 1;
+	}
+	f = fopen(path, "we");
+	if (!f || fwrite(text, 1, (size_t)(from - text), f) != (size_t)(from - text) ||
+	    fwrite(o->buf, 1, o->len, f) != o->len ||
+	    fwrite(to, 1, len - (size_t)(to - text), f) != len - (size_t)(to - text) || fclose(f)) {
+		perror(path);
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	bool check = argc == 4 && !strcmp(argv[1], "--check");
@@ -160,10 +187,9 @@ int main(int argc, char **argv)
 	const char *fmt = argc == 2 ? argv[1] : argc == 4 ? argv[2] : "";
 	bool man = !strcmp(fmt, "man");
 	static struct out o;
-	const char *from, *to;
 	size_t len;
 	char *text;
-	FILE *f;
+	int ret;
 
 	if ((!man && strcmp(fmt, "md")) || (argc != 2 && !check && !write)) {
 		fprintf(stderr, "usage: routes [--check|--write] md|man [FILE]\n");
@@ -180,23 +206,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	text = slurp(argv[3], &len);
-	if (find_block(text, man, &from, &to)) {
-		fprintf(stderr, "routes: %s has no routes markers\n", argv[3]);
-		return 1;
-	}
-	if ((size_t)(to - from) == o.len && !memcmp(from, o.buf, o.len))
-		return 0;
-	if (check) {
-		fprintf(stderr, "routes: %s says other than lib/route.c; run "
-			"`meson compile -C build route-docs`, or see `routes %s`\n", argv[3], fmt);
-		return 1;
-	}
-	f = fopen(argv[3], "we");
-	if (!f || fwrite(text, 1, (size_t)(from - text), f) != (size_t)(from - text) ||
-	    fwrite(o.buf, 1, o.len, f) != o.len ||
-	    fwrite(to, 1, len - (size_t)(to - text), f) != len - (size_t)(to - text) || fclose(f)) {
-		perror(argv[3]);
-		return 1;
-	}
-	return 0;
+	ret = compare_or_write(text, len, man, check, fmt, argv[3], &o);
+	free(text);
+	return ret;
 }
