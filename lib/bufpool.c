@@ -127,6 +127,15 @@ void *afio_buf(const afio_ctx *ctx, unsigned pool, unsigned id)
 	return id < bp->count ? bp->mem + (size_t)id * bp->size : NULL;
 }
 
+/* r's result is res bytes in buffer id, which the program holds now. */
+static void finish_with_buf(struct afio_req *r, ssize_t res, uint32_t id)
+{
+	r->ctx->bufpools[r->mode]->held[id] = 1;
+	r->off = id;
+	r->shot |= AFIO_SHOT_HAS_BUF;
+	afio_req_finish(r, res);
+}
+
 /* r is ready (its engine said readable): read into a free buffer. */
 void afio_recv_into_pool(struct afio_req *r)
 {
@@ -149,10 +158,7 @@ void afio_recv_into_pool(struct afio_req *r)
 			 r->flags | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n > 0) {
-		bp->held[id] = 1;
-		r->off = id;
-		r->shot |= AFIO_SHOT_HAS_BUF;
-		afio_req_finish(r, n);
+		finish_with_buf(r, n, id);
 		return;
 	}
 	bp->free_ids[bp->nfree++] = id;
@@ -164,11 +170,8 @@ void afio_recv_into_pool(struct afio_req *r)
 
 void afio_req_done_buf(struct afio_req *r, ssize_t res, unsigned id)
 {
-	r->ctx->bufpools[r->mode]->held[id] = 1;
-	r->off = id;
-	r->shot |= AFIO_SHOT_HAS_BUF;
 	afio_req_detach(r);
-	afio_req_finish(r, res);
+	finish_with_buf(r, res, id);
 }
 
 void afio_bufpool_mark(struct afio_req *r)

@@ -139,20 +139,36 @@ static int enqueue(struct afio_ctx *ctx, struct afio_req *r)
 
 /* ---- argument checks ---- */
 
-static int check_ctx(afio_ctx *ctx, afio_cb cb)
+/* has_cb: the callback, of either type, is not NULL. */
+static int check_ctx_cb(afio_ctx *ctx, bool has_cb)
 {
-	if (!ctx || !cb)
+	if (!ctx || !has_cb)
 		return -EINVAL;
 	return afio_ctx_forked(ctx) ? -ECHILD : 0;
 }
 
-static int check_fd(afio_ctx *ctx, int fd, afio_cb cb)
+static int check_ctx(afio_ctx *ctx, afio_cb cb)
 {
-	int ret = check_ctx(ctx, cb);
+	return check_ctx_cb(ctx, cb);
+}
+
+static int check_fd_cb(afio_ctx *ctx, int fd, bool has_cb)
+{
+	int ret = check_ctx_cb(ctx, has_cb);
 
 	if (!ret && fd < 0)
 		ret = -EBADF;
 	return ret;
+}
+
+static int check_fd(afio_ctx *ctx, int fd, afio_cb cb)
+{
+	return check_fd_cb(ctx, fd, cb);
+}
+
+static int check_accept_flags(int flags)
+{
+	return flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC) ? -EINVAL : 0;
 }
 
 static int check_dirfd_path(afio_ctx *ctx, int dirfd, const char *path, afio_cb cb)
@@ -395,8 +411,8 @@ int afio_accept(afio_ctx *ctx, int fd, int flags, afio_cb cb, void *data)
 	struct afio_req *r;
 	int ret = check_fd(ctx, fd, cb);
 
-	if (!ret && (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)))
-		ret = -EINVAL;
+	if (!ret)
+		ret = check_accept_flags(flags);
 	if (ret)
 		return ret;
 	r = new_req(ctx, AFIO_OP_ACCEPT, fd, cb, data, &ret);
@@ -421,22 +437,13 @@ static struct afio_req *new_ecb_req(afio_ctx *ctx, enum afio_op op, int fd, afio
 	return r;
 }
 
-static int check_ecb(afio_ctx *ctx, int fd, afio_ecb cb)
-{
-	if (!ctx || !cb)
-		return -EINVAL;
-	if (afio_ctx_forked(ctx))
-		return -ECHILD;
-	return fd < 0 ? -EBADF : 0;
-}
-
 int afio_accept_multishot(afio_ctx *ctx, int fd, int flags, afio_ecb cb, void *data)
 {
 	struct afio_req *r;
-	int ret = check_ecb(ctx, fd, cb);
+	int ret = check_fd_cb(ctx, fd, cb);
 
-	if (!ret && (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)))
-		ret = -EINVAL;
+	if (!ret)
+		ret = check_accept_flags(flags);
 	if (ret)
 		return ret;
 	r = new_ecb_req(ctx, AFIO_OP_ACCEPT, fd, cb, data, AFIO_SHOT_MULTI, &ret);
@@ -455,7 +462,7 @@ int afio_recv_pooled(afio_ctx *ctx, int fd, unsigned pool, int flags, unsigned h
 		     afio_ecb cb, void *data)
 {
 	struct afio_req *r;
-	int ret = check_ecb(ctx, fd, cb);
+	int ret = check_fd_cb(ctx, fd, cb);
 
 	if (ret)
 		return ret;
