@@ -60,6 +60,8 @@ enum afio_mode {
 #define AFIO_SQPOLL		(1u << 1) /* io_uring: a kernel thread polls the ring */
 #define AFIO_MODE_FIXED		(1u << 2) /* cfg.mode is the program's: AFIO_MODE is ignored */
 #define AFIO_LAZY_EVENTFD	(1u << 3) /* afio_eventfd() stays readable while afio_poll() finds work */
+#define AFIO_NONBLOCKING_SOCKETS (1u << 4) /* the program's promise: its sockets are O_NONBLOCK and
+					     SIGPIPE is ignored, so sendfile is one sendfile(2) */
 
 /* afio_fsync() flags */
 #define AFIO_FSYNC_DATASYNC	(1u << 0) /* fdatasync(2) instead of fsync(2) */

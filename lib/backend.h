@@ -152,6 +152,7 @@ void afio_route_to_pool(struct afio_engine *from, struct afio_req *r);
    completions for reap. */
 int afio_ctx_eventfd(const struct afio_ctx *ctx);
 enum afio_mode afio_ctx_mode(const struct afio_ctx *ctx);
+unsigned afio_ctx_flags(const struct afio_ctx *ctx);
 unsigned afio_ctx_entries(const struct afio_ctx *ctx);
 
 /* Counts a request that finished at once, in the caller (stats.nowait). */

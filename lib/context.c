@@ -13,7 +13,8 @@
 
 #define AFIO_DEFAULT_ENTRIES	256
 #define AFIO_MAX_ENTRIES	(1u << 20)
-#define AFIO_KNOWN_FLAGS	(AFIO_NO_FALLBACK | AFIO_SQPOLL | AFIO_MODE_FIXED | AFIO_LAZY_EVENTFD)
+#define AFIO_KNOWN_FLAGS	(AFIO_NO_FALLBACK | AFIO_SQPOLL | AFIO_MODE_FIXED | AFIO_LAZY_EVENTFD | \
+				 AFIO_NONBLOCKING_SOCKETS)
 
 atomic_uint afio_fork_gen;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
@@ -224,6 +225,11 @@ int afio_eventfd(afio_ctx *ctx)
 int afio_ctx_eventfd(const struct afio_ctx *ctx)
 {
 	return ctx->evfd;
+}
+
+unsigned afio_ctx_flags(const struct afio_ctx *ctx)
+{
+	return ctx->cfg.flags;
 }
 
 enum afio_mode afio_ctx_mode(const struct afio_ctx *ctx)

@@ -164,6 +164,20 @@ static void sendfile_locks_setup(void)
 	(void)pthread_atfork(NULL, NULL, sendfile_locks_init);
 }
 
+/* AFIO_NONBLOCKING_SOCKETS: the program has promised what the room, the
+   lock and the signal mask are there for (a socket that says EAGAIN
+   rather than wait, no SIGPIPE to raise). */
+static ssize_t sendfile_promised(const struct afio_req *r, int fd)
+{
+	off_t off = (off_t)r->off;
+	ssize_t n;
+
+	do
+		n = sendfile(fd, r->fd2, &off, r->len);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
 static ssize_t sendfile_bounded(struct afio_req *r, int fd)
 {
 	pthread_mutex_t *lock;
@@ -171,6 +185,8 @@ static ssize_t sendfile_bounded(struct afio_req *r, int fd)
 	size_t sent = 0;
 	struct stat st;
 
+	if (afio_ctx_flags(r->ctx) & AFIO_NONBLOCKING_SOCKETS)
+		return sendfile_promised(r, fd);
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	/* Not a socket: sendfile(2) says what it does with it. */

@@ -2,7 +2,7 @@
 /*
  * sendfile on one backend in one mode (from argv): a big file over TCP
  * byte for byte, ranges and short counts, the errors sendfile(2) gives,
- * and no SIGPIPE from any request.
+ * no SIGPIPE from any request, and the AFIO_NONBLOCKING_SOCKETS promise.
  */
 #include <check.h>
 #include <errno.h>
@@ -177,6 +177,49 @@ START_TEST(test_no_sigpipe)
 }
 END_TEST
 
+/*
+ * AFIO_NONBLOCKING_SOCKETS, the promise kept (O_NONBLOCK sockets, SIGPIPE
+ * ignored): a file larger than the socket's buffer still arrives whole
+ * over TCP, and a peer that went away gives -EPIPE.
+ */
+START_TEST(test_promised_nonblocking)
+{
+	unsigned char *bytes = tu_random_bytes(BIG_FILE, 7);
+	struct sigaction ignore = { .sa_handler = SIG_IGN }, old;
+	int file = tu_data_file(bytes, BIG_FILE), client, server, sv[2];
+	struct afio_config cfg;
+	struct tu_reader r;
+	afio_ctx *ctx;
+
+	ck_assert_int_eq(sigaction(SIGPIPE, &ignore, &old), 0);
+	afio_config_init(&cfg);
+	cfg.backend = tu_backend;
+	cfg.mode = tu_mode;
+	cfg.flags |= AFIO_NONBLOCKING_SOCKETS;
+	ctx = tu_create(&cfg);
+	tcp_pair(&client, &server);
+	tu_set_nonblock(client, true);
+	tu_reader_start(&r, server, BIG_FILE);
+	tu_sendfile_all(ctx, client, file, 0, BIG_FILE);
+	ck_assert_int_eq(shutdown(client, SHUT_WR), 0);
+	tu_reader_join(&r);
+	ck_assert_msg(r.got == BIG_FILE && !memcmp(r.buf, bytes, BIG_FILE),
+		      "the peer got %zu bytes of %u, or other bytes", r.got, BIG_FILE);
+	tu_socketpair(sv);
+	tu_set_nonblock(sv[0], true);
+	close(sv[1]);
+	TU_EXPECT(ctx, -EPIPE, afio_sendfile(ctx, sv[0], file, 0, 3, tu_on_done, &d));
+	ck_assert_int_eq(sigaction(SIGPIPE, &old, NULL), 0);
+	afio_destroy(ctx);
+	free(r.buf);
+	free(bytes);
+	close(sv[0]);
+	close(file);
+	close(client);
+	close(server);
+}
+END_TEST
+
 static Suite *sendfile_suite(void)
 {
 	Suite *s = suite_create("sendfile");
@@ -186,6 +229,7 @@ static Suite *sendfile_suite(void)
 	tcase_add_loop_test(sendfile, test_sendfile_ranges, 0, 2);
 	tcase_add_test(sendfile, test_sendfile_errors);
 	tcase_add_loop_test(sendfile, test_no_sigpipe, 0, 2);
+	tcase_add_test(sendfile, test_promised_nonblocking);
 	return s;
 }
 
