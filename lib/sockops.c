@@ -82,8 +82,19 @@ static ssize_t connect_nowait(struct afio_req *r, int fd)
 	return again && errno == EISCONN ? 0 : -errno;
 }
 
+/* Positioned: the file's own offset is left alone, as the contract says. */
+static ssize_t sendfile_once(int fd, int file_fd, uint64_t at, size_t len)
+{
+	off_t off = (off_t)at;
+	ssize_t n;
+
+	do
+		n = sendfile(fd, file_fd, &off, len);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
 /*
- * Positioned: the file's own offset is left alone, as the contract says.
  * sendfile(2) has no MSG_NOSIGNAL: a peer that went away would raise
  * SIGPIPE in this thread, which is the application's.  So SIGPIPE is
  * blocked for the call and the one it raised taken back, unless the
@@ -92,22 +103,17 @@ static ssize_t connect_nowait(struct afio_req *r, int fd)
 static ssize_t sendfile_at(int fd, int file_fd, uint64_t at, size_t len)
 {
 	static const struct timespec no_wait;
-	off_t off = (off_t)at;
 	sigset_t pipe_only, old;
 	ssize_t n;
-	int err;
 
 	sigemptyset(&pipe_only);
 	sigaddset(&pipe_only, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
-	do
-		n = sendfile(fd, file_fd, &off, len);
-	while (n < 0 && errno == EINTR);
-	err = errno;
-	if (n < 0 && err == EPIPE && !sigismember(&old, SIGPIPE))
+	n = sendfile_once(fd, file_fd, at, len);
+	if (n == -EPIPE && !sigismember(&old, SIGPIPE))
 		(void)sigtimedwait(&pipe_only, NULL, &no_wait);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return n < 0 ? -err : n;
+	return n;
 }
 
 /*
@@ -164,20 +170,6 @@ static void sendfile_locks_setup(void)
 	(void)pthread_atfork(NULL, NULL, sendfile_locks_init);
 }
 
-/* AFIO_NONBLOCKING_SOCKETS: the program has promised what the room, the
-   lock and the signal mask are there for (a socket that says EAGAIN
-   rather than wait, no SIGPIPE to raise). */
-static ssize_t sendfile_promised(const struct afio_req *r, int fd)
-{
-	off_t off = (off_t)r->off;
-	ssize_t n;
-
-	do
-		n = sendfile(fd, r->fd2, &off, r->len);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : n;
-}
-
 static ssize_t sendfile_bounded(struct afio_req *r, int fd)
 {
 	pthread_mutex_t *lock;
@@ -185,8 +177,11 @@ static ssize_t sendfile_bounded(struct afio_req *r, int fd)
 	size_t sent = 0;
 	struct stat st;
 
+	/* AFIO_NONBLOCKING_SOCKETS: the program has promised what the room,
+	   the lock and the signal mask are there for (a socket that says
+	   EAGAIN rather than wait, no SIGPIPE to raise). */
 	if (afio_ctx_flags(r->ctx) & AFIO_NONBLOCKING_SOCKETS)
-		return sendfile_promised(r, fd);
+		return sendfile_once(fd, r->fd2, r->off, r->len);
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	/* Not a socket: sendfile(2) says what it does with it. */

@@ -187,16 +187,11 @@ START_TEST(test_promised_nonblocking)
 	unsigned char *bytes = tu_random_bytes(BIG_FILE, 7);
 	struct sigaction ignore = { .sa_handler = SIG_IGN }, old;
 	int file = tu_data_file(bytes, BIG_FILE), client, server, sv[2];
-	struct afio_config cfg;
 	struct tu_reader r;
 	afio_ctx *ctx;
 
 	ck_assert_int_eq(sigaction(SIGPIPE, &ignore, &old), 0);
-	afio_config_init(&cfg);
-	cfg.backend = tu_backend;
-	cfg.mode = tu_mode;
-	cfg.flags |= AFIO_NONBLOCKING_SOCKETS;
-	ctx = tu_create(&cfg);
+	ctx = tu_ctx_flagged(tu_backend, tu_mode, 0, AFIO_NONBLOCKING_SOCKETS);
 	tcp_pair(&client, &server);
 	tu_set_nonblock(client, true);
 	tu_reader_start(&r, server, BIG_FILE);

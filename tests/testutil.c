@@ -151,7 +151,7 @@ afio_ctx *tu_create(struct afio_config *cfg)
 	return ctx;
 }
 
-afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries)
+afio_ctx *tu_ctx_flagged(enum afio_backend b, enum afio_mode m, unsigned entries, unsigned flags)
 {
 	struct afio_config cfg;
 
@@ -160,7 +160,13 @@ afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries)
 	cfg.mode = m;
 	if (entries)
 		cfg.entries = entries;
+	cfg.flags |= flags;
 	return tu_create(&cfg);
+}
+
+afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries)
+{
+	return tu_ctx_flagged(b, m, entries, 0);
 }
 
 void tu_on_done(void *data, ssize_t res)

@@ -52,6 +52,8 @@ afio_ctx *tu_create(struct afio_config *cfg);
 
 /* afio_create() of exactly backend b in mode m, with AFIO_NO_FALLBACK. */
 afio_ctx *tu_ctx(enum afio_backend b, enum afio_mode m, unsigned entries);
+/* The same with cfg.flags |= flags. */
+afio_ctx *tu_ctx_flagged(enum afio_backend b, enum afio_mode m, unsigned entries, unsigned flags);
 
 /* A callback's record: how often it ran, with what.  asking: requests
    with a length in flight on it (tu_asking), asked: the largest length. */
