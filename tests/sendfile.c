@@ -2,7 +2,8 @@
 /*
  * sendfile on one backend in one mode (from argv): a big file over TCP
  * byte for byte, ranges and short counts, the errors sendfile(2) gives,
- * no SIGPIPE from any request, and the AFIO_NONBLOCKING_SOCKETS promise.
+ * no SIGPIPE from any request, the AFIO_NONBLOCKING_SOCKETS promise, and
+ * a burst of sendfiles larger than the backend's spares.
  */
 #include <check.h>
 #include <errno.h>
@@ -215,6 +216,53 @@ START_TEST(test_promised_nonblocking)
 }
 END_TEST
 
+/*
+ * More sendfiles at once than a backend keeps pipes or workers for, twice
+ * over, each to its own socket: every peer gets its own range (a pipe
+ * taken again must be empty and of the size it was made with), and once
+ * the context is gone no descriptor it made is left open.
+ */
+START_TEST(test_sendfile_burst)
+{
+	enum { SOCKS = 100, PART = 16384 };
+	unsigned char *bytes = tu_random_bytes((size_t)SOCKS * PART, 11);
+	int file = tu_data_file(bytes, (size_t)SOCKS * PART), sv[SOCKS][2];
+	int fds_before = tu_count_fds();
+	struct tu_done d[SOCKS];
+	afio_ctx *ctx = tu_ctx(tu_backend, tu_mode, 2 * SOCKS);
+
+	for (int i = 0; i < SOCKS; i++)
+		tu_socketpair(sv[i]);
+	for (int round = 0; round < 2; round++) {
+		memset(d, 0, sizeof(d));
+		for (int i = 0; i < SOCKS; i++) {
+			/* Each round sends another socket's range. */
+			uint64_t off = (uint64_t)((i + round) % SOCKS) * PART;
+
+			tu_queued(afio_sendfile(ctx, sv[i][0], file, off, PART, tu_on_done, &d[i]),
+				  "afio_sendfile");
+		}
+		ck_assert_int_ge(afio_submit(ctx), 0);
+		for (int i = 0; i < SOCKS; i++) {
+			tu_wait_done(ctx, &d[i]);
+			ck_assert_msg(d[i].calls == 1 && d[i].res == PART,
+				      "sendfile %d of round %d on %s: %d calls, %s", i, round,
+				      tu_target_name(), d[i].calls, tu_res_str(d[i].res));
+			tu_expect_bytes(sv[i][1], bytes + (size_t)((i + round) % SOCKS) * PART, PART);
+		}
+	}
+	afio_destroy(ctx);
+	for (int i = 0; i < SOCKS; i++) {
+		close(sv[i][0]);
+		close(sv[i][1]);
+	}
+	ck_assert_msg(tu_count_fds() == fds_before, "%d fds open after the context is gone, %d before",
+		      tu_count_fds(), fds_before);
+	close(file);
+	free(bytes);
+}
+END_TEST
+
 static Suite *sendfile_suite(void)
 {
 	Suite *s = suite_create("sendfile");
@@ -225,6 +273,7 @@ static Suite *sendfile_suite(void)
 	tcase_add_test(sendfile, test_sendfile_errors);
 	tcase_add_loop_test(sendfile, test_no_sigpipe, 0, 2);
 	tcase_add_test(sendfile, test_promised_nonblocking);
+	tcase_add_test(sendfile, test_sendfile_burst);
 	return s;
 }
 

@@ -29,17 +29,21 @@ static int get_pipe(struct uring *u, struct sendfile_state *sf)
 	int size;
 
 	if (u->nspare) {
-		u->nspare--;
-		sf->pipe[0] = u->spare_pipes[u->nspare][0];
-		sf->pipe[1] = u->spare_pipes[u->nspare][1];
-	} else if (pipe2(sf->pipe, O_CLOEXEC | O_NONBLOCK)) {
+		struct spare_pipe *sp = &u->spare_pipes[--u->nspare];
+
+		sf->pipe[0] = sp->fd[0];
+		sf->pipe[1] = sp->fd[1];
+		sf->pipe_size = sp->size;
+		u->pipes_out++;
+		return 0;
+	}
+	if (pipe2(sf->pipe, O_CLOEXEC | O_NONBLOCK)) {
 		sf->pipe[0] = sf->pipe[1] = -1;
 		return -errno;
-	} else {
-		/* A larger pipe moves a large file in fewer round trips; the
-		   default is what an unprivileged process may be limited to. */
-		(void)fcntl(sf->pipe[1], F_SETPIPE_SZ, SENDFILE_PIPE_SIZE);
 	}
+	/* A larger pipe moves a large file in fewer round trips; the
+	   default is what an unprivileged process may be limited to. */
+	(void)fcntl(sf->pipe[1], F_SETPIPE_SZ, SENDFILE_PIPE_SIZE);
 	size = fcntl(sf->pipe[1], F_GETPIPE_SZ);
 	sf->pipe_size = size > 0 ? (unsigned)size : 65536;
 	u->pipes_out++;
@@ -54,9 +58,10 @@ static void put_pipe(struct uring *u, struct sendfile_state *sf)
 		return;
 	u->pipes_out--;
 	if (!sf->in_pipe && u->nspare < SPARE_PIPES) {
-		u->spare_pipes[u->nspare][0] = sf->pipe[0];
-		u->spare_pipes[u->nspare][1] = sf->pipe[1];
-		u->nspare++;
+		u->spare_pipes[u->nspare++] = (struct spare_pipe){
+			.fd = { sf->pipe[0], sf->pipe[1] },
+			.size = sf->pipe_size,
+		};
 	} else {
 		close(sf->pipe[0]);
 		close(sf->pipe[1]);

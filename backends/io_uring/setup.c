@@ -262,8 +262,8 @@ int uring_probe(const struct afio_config *cfg, char *reason, size_t len)
 static void free_uring(struct uring *u)
 {
 	for (unsigned i = 0; i < u->nspare; i++) {
-		close(u->spare_pipes[i][0]);
-		close(u->spare_pipes[i][1]);
+		close(u->spare_pipes[i].fd[0]);
+		close(u->spare_pipes[i].fd[1]);
 	}
 	free(u);
 }

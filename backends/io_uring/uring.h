@@ -100,7 +100,16 @@ struct uring_slot {
 _Static_assert(offsetof(struct uring_slot, timeout) <= 16,
 	       "what every request touches fits the first 16 bytes of its slot");
 
-#define SPARE_PIPES		16
+/* Emptied pipes kept for the next sendfile: enough for a burst of
+   sendfiles from one event-loop pass (one per connection that became
+   writable) to find one each, without making a pipe and closing it per
+   request; 2 fds each. */
+#define SPARE_PIPES		64
+
+struct spare_pipe {
+	int fd[2];
+	unsigned size;			/* F_GETPIPE_SZ when it was made */
+};
 
 /* A buffer pool as a provided buffer ring (bufring.c). */
 struct uring_bufring {
@@ -136,7 +145,7 @@ struct uring {
 	enum afio_mode mode;
 	unsigned pipes_out;		/* pipes sendfiles hold now */
 	unsigned nspare;
-	int spare_pipes[SPARE_PIPES][2];	/* emptied pipes, for the next sendfile */
+	struct spare_pipe spare_pipes[SPARE_PIPES];
 	unsigned pbuf_pools;		/* pools the kernel takes buffers of, by bit */
 	struct uring_bufring bufrings[AFIO_MAX_BUFPOOLS];
 	struct uring_slot slots[];	/* nslots */
