@@ -44,11 +44,12 @@ file_tests="addition.t addition_buffered.t charset_gzip_static.t dav.t
  sub_filter.t sub_filter_buffering.t sub_filter_slice.t sub_filter_ssi.t"
 
 # what the suite uses, so that few tests skip: Perl modules for SSL, h2,
-# image_filter, memcached, FastCGI, SCGI and uwsgi, and those daemons
+# image_filter, memcached, FastCGI, SCGI and uwsgi, those daemons, and
+# ffmpeg (the mp4 tests make their movies with it and read them with ffprobe)
 suite_deps="libio-socket-ssl-perl libnet-ssleay-perl libgd-perl
  libcache-memcached-perl libcache-memcached-fast-perl libfcgi-perl
  libscgi-perl memcached libprotocol-websocket-perl libcryptx-perl uwsgi
- uwsgi-plugin-python3"
+ uwsgi-plugin-python3 ffmpeg"
 if ! dpkg -s $suite_deps >/dev/null 2>&1; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 		$suite_deps >/dev/null
