@@ -23,6 +23,8 @@
 # DATA=dir: the files (default OUT/data, made when missing)
 # PERF=1: perf record -g of the worker during each run, its top symbols in
 # OUT/perf/ (for a profile, not for figures)
+# SYSCALLS=1: the worker's system calls per request of each run, counted
+# with perf stat on the syscall tracepoints, in OUT/syscalls/
 # LOCK=0: do not take /tmp/afio-bench.lock around each round
 # Writes OUT/nginx-bench.csv, OUT/nginx-bench.md and OUT/nginx-bench.png.
 # A server that does not start, answers the warm-up with errors or runs
@@ -346,6 +348,13 @@ run_one() {
 		taskset -c "$client_cpu" perf record -q -g -p "$worker" -o "$pf.data" -- sleep "$secs" 2>/dev/null &
 		perf_pid=$!
 	fi
+	if [ "${SYSCALLS:-0}" = 1 ]; then
+		mkdir -p "$out/syscalls"
+		sc=$out/syscalls/$size-$cache-$srv-$rep
+		taskset -c "$client_cpu" perf stat -x, -e 'syscalls:sys_enter_*' -p "$worker" \
+			-o "$sc.stat" -- sleep "$secs" 2>/dev/null &
+		syscalls_pid=$!
+	fi
 	if [ "$cache" = interference ]; then
 		wrk_run 1 $((conns / 4)) "$secs" "$dir/req.lua" > "$dir/small.out"
 		t1=$(cpu_ticks "$worker")
@@ -371,6 +380,20 @@ run_one() {
 		wait "$perf_pid" || true
 		perf report -i "$pf.data" --no-children --sort symbol --stdio 2>/dev/null |
 			grep -v '^$' | grep '^ *[0-9.]*%' | head -25 > "$pf.top" || true
+	fi
+	if [ "${SYSCALLS:-0}" = 1 ]; then
+		wait "$syscalls_pid" || true
+		set -- $res
+		n=$1
+		set -- $big_res
+		# per request (both kinds where two wrk ran), the calls made at
+		# least once every 20 requests
+		awk -F, -v req=$((n + $1)) '$1 + 0 > 0 && $3 ~ /sys_enter_/ {
+			sub(/.*sys_enter_/, "", $3); n[$3] = $1; all += $1 }
+		    END { if (!req) exit
+			printf "all %.2f\n", all / req
+			for (c in n) if (n[c] / req >= 0.05) printf "%s %.2f\n", c, n[c] / req }' \
+			"$sc.stat" | sort -k2 -rn > "$sc.txt"
 	fi
 	log_errors=$(tail -n +$((log0 + 1)) "$dir/error.log" | grep -c '\[\(error\|crit\|alert\|emerg\)\]' || true)
 	stop_server
