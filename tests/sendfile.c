@@ -3,7 +3,7 @@
  * sendfile on one backend in one mode (from argv): a big file over TCP
  * byte for byte, ranges and short counts, the errors sendfile(2) gives,
  * no SIGPIPE from any request, the AFIO_NONBLOCKING_SOCKETS promise, and
- * a burst of sendfiles larger than the backend's spares.
+ * a burst of a hundred sendfiles at once.
  */
 #include <check.h>
 #include <errno.h>
@@ -217,10 +217,11 @@ START_TEST(test_promised_nonblocking)
 END_TEST
 
 /*
- * More sendfiles at once than a backend keeps pipes or workers for, twice
- * over, each to its own socket: every peer gets its own range (a pipe
- * taken again must be empty and of the size it was made with), and once
- * the context is gone no descriptor it made is left open.
+ * More sendfiles at once than the pool has workers, twice over, each to
+ * its own socket: every peer gets its own range (on io_uring the second
+ * round takes the pipes the first gave back, which must be empty and of
+ * the size they were made with), and once the context is gone no
+ * descriptor it made is left open.
  */
 START_TEST(test_sendfile_burst)
 {

@@ -18,8 +18,11 @@
  * a pipe goes back to the spares empty.  The request completes once none of
  * its SQEs is in the ring; its result is what reached the socket.
  *
- * Pipes cost two fds each: a few empty ones are kept, and a sendfile that
- * finds none to be had waits for one another sendfile gives back.
+ * Pipes cost two fds each.  An emptied one is kept for the next sendfile,
+ * up to one per slot: a burst of sendfiles (one per connection that an
+ * event-loop pass found writable) would otherwise make and close a pipe
+ * for most of them, and the fds were taken at the burst's peak anyway.  A
+ * sendfile that finds no fd for a pipe waits for one another gives back.
  */
 
 #define SENDFILE_PIPE_SIZE	(1u << 20)
@@ -57,7 +60,7 @@ static void put_pipe(struct uring *u, struct sendfile_state *sf)
 	if (sf->pipe[0] < 0)
 		return;
 	u->pipes_out--;
-	if (!sf->in_pipe && u->nspare < SPARE_PIPES) {
+	if (!sf->in_pipe && u->nspare < u->nslots) {
 		u->spare_pipes[u->nspare++] = (struct spare_pipe){
 			.fd = { sf->pipe[0], sf->pipe[1] },
 			.size = sf->pipe_size,

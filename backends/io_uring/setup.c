@@ -268,18 +268,21 @@ static void free_uring(struct uring *u)
 	free(u);
 }
 
-/* The engine, its slots and its cancel list in one block: all are sized
-   by the context's entries and live as long as the engine. */
+/* The engine, its slots, its cancel list and its spare pipes in one
+   block: all are sized by the context's entries and live as long as the
+   engine. */
 static struct uring *alloc_uring(unsigned nslots)
 {
 	size_t slots = (size_t)nslots * sizeof(struct uring_slot);
+	size_t cancels = 2 * (size_t)nslots * sizeof(uint64_t);
 	struct uring *u;
 
-	u = calloc(1, sizeof(*u) + slots + 2 * (size_t)nslots * sizeof(*u->cancels));
+	u = calloc(1, sizeof(*u) + slots + cancels + (size_t)nslots * sizeof(*u->spare_pipes));
 	if (!u)
 		return NULL;
 	u->nslots = nslots;
 	u->cancels = (uint64_t *)((char *)u->slots + slots);
+	u->spare_pipes = (struct spare_pipe *)((char *)u->cancels + cancels);
 	for (unsigned i = 0; i < nslots; i++)
 		u->slots[i].sendfile.pipe[0] = u->slots[i].sendfile.pipe[1] = -1;
 	return u;

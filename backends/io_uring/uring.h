@@ -100,12 +100,7 @@ struct uring_slot {
 _Static_assert(offsetof(struct uring_slot, timeout) <= 16,
 	       "what every request touches fits the first 16 bytes of its slot");
 
-/* Emptied pipes kept for the next sendfile: enough for a burst of
-   sendfiles from one event-loop pass (one per connection that became
-   writable) to find one each, without making a pipe and closing it per
-   request; 2 fds each. */
-#define SPARE_PIPES		64
-
+/* An emptied pipe, kept for the next sendfile (sendfile.c). */
 struct spare_pipe {
 	int fd[2];
 	unsigned size;			/* F_GETPIPE_SZ when it was made */
@@ -145,7 +140,7 @@ struct uring {
 	enum afio_mode mode;
 	unsigned pipes_out;		/* pipes sendfiles hold now */
 	unsigned nspare;
-	struct spare_pipe spare_pipes[SPARE_PIPES];
+	struct spare_pipe *spare_pipes;	/* nslots, after the cancels */
 	unsigned pbuf_pools;		/* pools the kernel takes buffers of, by bit */
 	struct uring_bufring bufrings[AFIO_MAX_BUFPOOLS];
 	struct uring_slot slots[];	/* nslots */
