@@ -351,8 +351,10 @@ run_one() {
 	if [ "${SYSCALLS:-0}" = 1 ]; then
 		mkdir -p "$out/syscalls"
 		sc=$out/syscalls/$size-$cache-$srv-$rep
-		taskset -c "$client_cpu" perf stat -x, -e 'syscalls:sys_enter_*' -p "$worker" \
-			-o "$sc.stat" -- sleep "$secs" 2>/dev/null &
+		# one fd per tracepoint and thread: io-wq's workers take thousands
+		(ulimit -n 1048576 2>/dev/null || ulimit -n 65536 2>/dev/null || true
+		 exec taskset -c "$client_cpu" perf stat -x, -e 'syscalls:sys_enter_*' \
+			-p "$worker" -o "$sc.stat" -- sleep "$secs") 2>/dev/null &
 		syscalls_pid=$!
 	fi
 	if [ "$cache" = interference ]; then
@@ -390,7 +392,8 @@ run_one() {
 		# least once every 20 requests
 		awk -F, -v req=$((n + $1)) '$1 + 0 > 0 && $3 ~ /sys_enter_/ {
 			sub(/.*sys_enter_/, "", $3); n[$3] = $1; all += $1 }
-		    END { if (!req) exit
+		    END { if (!all) { print "no counts: perf stat failed"; exit }
+			if (!req) exit
 			printf "all %.2f\n", all / req
 			for (c in n) if (n[c] / req >= 0.05) printf "%s %.2f\n", c, n[c] / req }' \
 			"$sc.stat" | sort -k2 -rn > "$sc.txt"
