@@ -23,8 +23,10 @@
 # DATA=dir: the files (default OUT/data, made when missing)
 # PERF=1: perf record -g of the worker during each run, its top symbols in
 # OUT/perf/ (for a profile, not for figures)
-# SYSCALLS=1: the worker's system calls per request of each run, counted
-# with perf stat on the syscall tracepoints, in OUT/syscalls/
+# SYSCALLS=1: system calls per request of each run on the worker's CPU
+# (the worker's, its kernel workers' that run there, and any other
+# process's there), counted with perf stat on the syscall tracepoints, in
+# OUT/syscalls/
 # LOCK=0: do not take /tmp/afio-bench.lock around each round
 # Writes OUT/nginx-bench.csv, OUT/nginx-bench.md and OUT/nginx-bench.png.
 # A server that does not start, answers the warm-up with errors or runs
@@ -351,10 +353,10 @@ run_one() {
 	if [ "${SYSCALLS:-0}" = 1 ]; then
 		mkdir -p "$out/syscalls"
 		sc=$out/syscalls/$size-$cache-$srv-$rep
-		# one fd per tracepoint and thread: io-wq's workers take thousands
-		(ulimit -n 1048576 2>/dev/null || ulimit -n 65536 2>/dev/null || true
-		 exec taskset -c "$client_cpu" perf stat -x, -e 'syscalls:sys_enter_*' \
-			-p "$worker" -o "$sc.stat" -- sleep "$secs") 2>/dev/null &
+		# on the worker's CPU, not by its pid: that takes one fd per
+		# tracepoint and thread, and io-wq's threads run out of fds
+		taskset -c "$client_cpu" perf stat -x, -a -C "$server_cpu" -e 'syscalls:sys_enter_*' \
+			-o "$sc.stat" -- sleep "$secs" 2>/dev/null &
 		syscalls_pid=$!
 	fi
 	if [ "$cache" = interference ]; then
