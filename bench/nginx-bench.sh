@@ -388,11 +388,11 @@ run_one() {
 	if [ "${SYSCALLS:-0}" = 1 ]; then
 		wait "$syscalls_pid" || true
 		set -- $res
-		n=$1
+		small_reqs=$1
 		set -- $big_res
 		# per request (both kinds where two wrk ran), the calls made at
 		# least once every 20 requests
-		awk -F, -v req=$((n + $1)) '$1 + 0 > 0 && $3 ~ /sys_enter_/ {
+		awk -F, -v req=$((small_reqs + $1)) '$1 + 0 > 0 && $3 ~ /sys_enter_/ {
 			sub(/.*sys_enter_/, "", $3); n[$3] = $1; all += $1 }
 		    END { if (!all) { print "no counts: perf stat failed"; exit }
 			if (!req) exit
