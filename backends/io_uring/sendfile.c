@@ -27,19 +27,10 @@
 
 #define SENDFILE_PIPE_SIZE	(1u << 20)
 
-static int get_pipe(struct uring *u, struct sendfile_state *sf)
+static int new_pipe(struct sendfile_state *sf)
 {
 	int size;
 
-	if (u->nspare) {
-		struct spare_pipe *sp = &u->spare_pipes[--u->nspare];
-
-		sf->pipe[0] = sp->fd[0];
-		sf->pipe[1] = sp->fd[1];
-		sf->pipe_size = sp->size;
-		u->pipes_out++;
-		return 0;
-	}
 	if (pipe2(sf->pipe, O_CLOEXEC | O_NONBLOCK)) {
 		sf->pipe[0] = sf->pipe[1] = -1;
 		return -errno;
@@ -49,6 +40,23 @@ static int get_pipe(struct uring *u, struct sendfile_state *sf)
 	(void)fcntl(sf->pipe[1], F_SETPIPE_SZ, SENDFILE_PIPE_SIZE);
 	size = fcntl(sf->pipe[1], F_GETPIPE_SZ);
 	sf->pipe_size = size > 0 ? (unsigned)size : 65536;
+	return 0;
+}
+
+static int get_pipe(struct uring *u, struct sendfile_state *sf)
+{
+	if (u->nspare) {
+		struct spare_pipe *sp = &u->spare_pipes[--u->nspare];
+
+		sf->pipe[0] = sp->fd[0];
+		sf->pipe[1] = sp->fd[1];
+		sf->pipe_size = sp->size;
+	} else {
+		int ret = new_pipe(sf);
+
+		if (ret)
+			return ret;
+	}
 	u->pipes_out++;
 	return 0;
 }

@@ -273,9 +273,9 @@ static void free_uring(struct uring *u)
    engine. */
 static struct uring *alloc_uring(unsigned nslots)
 {
-	size_t slots = (size_t)nslots * sizeof(struct uring_slot);
-	size_t cancels = 2 * (size_t)nslots * sizeof(uint64_t);
 	struct uring *u;
+	size_t slots = (size_t)nslots * sizeof(*u->slots);
+	size_t cancels = 2 * (size_t)nslots * sizeof(*u->cancels);
 
 	u = calloc(1, sizeof(*u) + slots + cancels + (size_t)nslots * sizeof(*u->spare_pipes));
 	if (!u)
