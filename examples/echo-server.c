@@ -84,10 +84,13 @@ struct conn {
 			uint16_t head, tail;
 		};
 	};
-	uint8_t queued;		/* pooled: buffers between head and tail */
-	bool timed_out;		/* shut down for idleness, closing */
-	bool paused;		/* pooled: receive canceled until the queue drains */
-	bool ending;		/* pooled: no receive again; close once all is sent */
+	/* pooled: buffers between head and tail.  More than MAX_QUEUED when
+	   results came between a pause's cancel and its taking effect: as
+	   many as the pool has, with the kernel's own multishot. */
+	uint16_t queued;
+	bool timed_out:1;	/* shut down for idleness, closing */
+	bool paused:1;		/* pooled: receive canceled until the queue drains */
+	bool ending:1;		/* pooled: no receive again; close once all is sent */
 	afio_handle recv;	/* pooled: the multishot receive, 0 when none runs */
 	char buf[];		/* own only */
 };

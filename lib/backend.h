@@ -31,6 +31,9 @@ struct afio_engine {
 	struct afio_ctx *ctx;
 	void *priv;
 	unsigned handed;	/* requests this engine owns now */
+	/* A completion waits in the engine until a callback has run: reap
+	   again after the callbacks (set and cleared by reap). */
+	bool held;
 	/* Where each op runs in the context's mode, set before init (which
 	   may say what the kernel lacks: afio_engine_lacks_op()). */
 	struct afio_route route[AFIO_OP_COUNT];
@@ -130,6 +133,16 @@ static inline void afio_engine_take(struct afio_engine *e, struct afio_req *r)
    which the program holds from now on.  -ENOBUFS through afio_req_done()
    parks r until a buffer comes back, unless it asked otherwise. */
 void afio_req_done_buf(struct afio_req *r, ssize_t res, unsigned id);
+
+/*
+ * A result of r that the kernel's own multishot gave: r stays e's (it is
+ * DONE until its callback, HANDED again after), and the callback gets
+ * AFIO_CQE_MORE.  r's next result may be given only once that callback
+ * has run: until then the engine holds it (and sets e->held).  The last
+ * goes through afio_req_done() or afio_req_done_buf().
+ */
+void afio_req_shot(struct afio_req *r, ssize_t res);
+void afio_req_shot_buf(struct afio_req *r, ssize_t res, unsigned id);
 
 /* A buffer of an attached pool went back to the kernel without the
    program: what waits for one goes again. */

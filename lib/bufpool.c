@@ -131,7 +131,7 @@ void *afio_buf(const afio_ctx *ctx, unsigned pool, unsigned id)
 static void finish_with_buf(struct afio_req *r, ssize_t res, uint32_t id)
 {
 	r->ctx->bufpools[r->mode]->held[id] = 1;
-	r->off = id;
+	r->buf_id = id;
 	r->shot |= AFIO_SHOT_HAS_BUF;
 	afio_req_finish(r, res);
 }
@@ -174,6 +174,15 @@ void afio_req_done_buf(struct afio_req *r, ssize_t res, unsigned id)
 	finish_with_buf(r, res, id);
 }
 
+/* The request waits again in the kernel from this result on: an empty
+   ring it meets later is compared with what came back since now. */
+void afio_req_shot_buf(struct afio_req *r, ssize_t res, unsigned id)
+{
+	afio_bufpool_mark(r);
+	r->shot |= AFIO_SHOT_ARMED;
+	finish_with_buf(r, res, id);
+}
+
 void afio_bufpool_mark(struct afio_req *r)
 {
 	r->off = r->ctx->bufpools[r->mode]->returned;
@@ -183,8 +192,8 @@ void afio_bufpool_mark(struct afio_req *r)
  * An attached pool's ring was empty: r waits for a buffer to come back.
  * One may have come back between the kernel's answer and this look at
  * it, and woken no one: r->off holds the count of buffers given back
- * when r was queued (its buffer's id only once it has one), and a later
- * one sends r again at once.
+ * when r began to wait (was queued, or its kernel multishot went on after
+ * a result), and a later one sends r again at once.
  */
 bool afio_bufpool_park(struct afio_req *r)
 {

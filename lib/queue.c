@@ -157,6 +157,11 @@ void afio_req_done(struct afio_req *r, ssize_t res)
 	finish(r, res);
 }
 
+void afio_req_shot(struct afio_req *r, ssize_t res)
+{
+	r->shot |= AFIO_SHOT_ARMED;
+	finish(r, res);
+}
 
 /* Queued again by the core (a pooled receive to wait once more, the next
    shot of a multishot request): afio_poll() submits it before it sleeps,
@@ -316,18 +321,23 @@ static void free_slot(struct afio_ctx *ctx, struct afio_req *r)
 }
 
 /* A result that a multishot request goes on after: bytes received, or an
-   accepted fd; not one that a cancel, the end of the stream or an error
-   gave, and nothing once the context is closing. */
-static bool shot_goes_on(const struct afio_ctx *ctx, const struct afio_req *r)
+   accepted fd; not the end of the stream or an error. */
+static bool shot_goes_on(const struct afio_req *r)
 {
-	if (!(r->shot & AFIO_SHOT_MULTI) || r->cancel || ctx->closing)
+	if (!(r->shot & AFIO_SHOT_MULTI))
 		return false;
 	return r->op == AFIO_OP_ACCEPT ? r->res >= 0 : r->res > 0;
 }
 
-/* The callback of a request that may complete more than once or with a
-   buffer: it is queued again before its callback runs, so that the
-   callback can cancel it by its handle, which stays the same. */
+/*
+ * The callback of a request that may complete more than once or with a
+ * buffer.  Whether more follow is settled by the result itself, as the
+ * kernel's own multishot settles it (AFIO_SHOT_ARMED: the engine still
+ * holds the request); a cancel, or the context closing, meanwhile ends
+ * the request with one more completion, -ECANCELED, and loses nothing
+ * received.  The request goes on before its callback runs, so that the
+ * callback can cancel it by its handle, which stays the same.
+ */
 static void run_ecb(struct afio_ctx *ctx, struct afio_req *r)
 {
 	afio_ecb cb = r->ecb;
@@ -336,12 +346,19 @@ static void run_ecb(struct afio_ctx *ctx, struct afio_req *r)
 	unsigned flags = 0;
 
 	if (r->shot & AFIO_SHOT_HAS_BUF) {
-		flags |= AFIO_CQE_BUFFER | (unsigned)r->off << AFIO_CQE_BUF_SHIFT;
+		flags |= AFIO_CQE_BUFFER | r->buf_id << AFIO_CQE_BUF_SHIFT;
 		r->shot &= (uint8_t)~AFIO_SHOT_HAS_BUF;
 	}
-	if (shot_goes_on(ctx, r)) {
+	if (r->shot & AFIO_SHOT_ARMED) {
 		flags |= AFIO_CQE_MORE;
-		afio_req_requeue(r);
+		r->shot &= (uint8_t)~AFIO_SHOT_ARMED;
+		r->state = AFIO_REQ_HANDED;
+	} else if (shot_goes_on(r)) {
+		flags |= AFIO_CQE_MORE;
+		if (r->cancel || ctx->closing)
+			finish(r, -ECANCELED);
+		else
+			afio_req_requeue(r);
 	} else {
 		free_slot(ctx, r);
 	}
@@ -391,6 +408,8 @@ static int wait_some(struct afio_ctx *ctx, int timeout_ms)
 	struct pollfd pfd = { .fd = ctx->evfd, .events = POLLIN };
 	struct afio_engine *e = &ctx->primary;
 
+	if (e->held)
+		return 0;
 	/* The engine's own wait cannot see the pool, so use it only alone. */
 	if (e->ops->wait && !ctx->pool.handed)
 		return e->ops->wait(e, timeout_ms);
@@ -459,7 +478,7 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 		afio_destroy(ctx);
 		return (int)ran;
 	}
-	if (ctx->done.head && ctx->evfd_exported)
+	if ((ctx->done.head || ctx->primary.held) && ctx->evfd_exported)
 		signal_eventfd(ctx);
 	if (ran)
 		return (int)ran;
@@ -468,8 +487,8 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 
 /* ---- cancel ---- */
 
-/* A multishot request whose result waits for its callback: unless told
-   otherwise, run_ecb() queues it again, so a cancel has something to end. */
+/* A multishot request whose result waits for its callback: run_ecb()
+   lets it go on, so a cancel has something to end. */
 static bool multi_done(const struct afio_req *r)
 {
 	return r->state == AFIO_REQ_DONE && (r->shot & AFIO_SHOT_MULTI);
@@ -487,8 +506,11 @@ static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
 		r->cancel = 1;
 		r->engine->ops->cancel(r->engine, r);
 	} else if (multi_done(r)) {
-		/* The callback to run is its last (shot_goes_on()). */
+		/* Its pending callback says more will come: the -ECANCELED
+		   of run_ecb(), or of the engine that still holds it. */
 		r->cancel = 1;
+		if (r->shot & AFIO_SHOT_ARMED)
+			r->engine->ops->cancel(r->engine, r);
 	}
 }
 

@@ -36,10 +36,10 @@
  *   UNLINKAT        dirfd    path           -          -         -      AT_*     -
  *   MKDIRAT         dirfd    path           -          -         -      -        mode
  *   NOP             -        -              -          -         -      -        -
- *   RECV_POOL       socket   -              -          bufsize   (1)    MSG_*    pool
+ *   RECV_POOL       socket   -              buf_id     bufsize   (1)    MSG_*    pool
  *
- * (1) the buffer's id once it has one; before, the count of buffers given
- * back when it was queued (afio_bufpool_park()).
+ * (1) the count of buffers given back when it last began to wait
+ * (afio_bufpool_park()); buf_id is the buffer its result is in.
  *
  * RECV_POOL waits for readiness without a buffer (the engine's part, which
  * ends with the poll(2) events as its result); the core then reads into a
@@ -122,6 +122,7 @@ struct afio_req {
 		const char *path2;
 		struct statx *stx;
 		const struct open_how *how;
+		uint32_t buf_id;
 	};
 	size_t len;		/* see the table at enum afio_op */
 	uint64_t off;
@@ -156,7 +157,8 @@ enum afio_shot {
 	AFIO_SHOT_ECB = 1u << 0,	/* its callback is an afio_ecb */
 	AFIO_SHOT_MULTI = 1u << 1,	/* queued again after each result, until the last */
 	AFIO_SHOT_BUF_NOWAIT = 1u << 2,	/* an empty pool is -ENOBUFS, not a wait */
-	AFIO_SHOT_HAS_BUF = 1u << 3,	/* its result is in buffer r->off of pool r->mode */
+	AFIO_SHOT_HAS_BUF = 1u << 3,	/* its result is in buffer r->buf_id of pool r->mode */
+	AFIO_SHOT_ARMED = 1u << 4,	/* its engine keeps it going: the kernel's own multishot */
 };
 
 struct afio_reqq {

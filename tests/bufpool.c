@@ -338,7 +338,8 @@ START_TEST(test_cancel_parked_and_destroy)
 END_TEST
 
 /* Canceled between a result and its callback (from the callback of
-   another request of the same round): that callback is the last. */
+   another request of the same round): the result still comes, with
+   AFIO_CQE_MORE and its bytes, and -ECANCELED ends the request. */
 struct cancel_other {
 	afio_ctx *ctx;
 	afio_handle target;
@@ -353,12 +354,25 @@ static void on_cancel_other(void *data, ssize_t res)
 	c->ret = afio_cancel_handle(c->ctx, c->target);
 }
 
+/* Polls until the last completion of s, failing after TU_HANG_MS. */
+static void wait_last(afio_ctx *ctx, struct shots *s)
+{
+	int64_t until = tu_now_ns() + TU_HANG_MS * TU_NS_PER_MS;
+
+	while (!s->finals) {
+		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+		ck_assert_msg(tu_now_ns() < until, "no last completion on %s after %d ms",
+			      tu_target_name(), TU_HANG_MS);
+	}
+}
+
 START_TEST(test_multishot_cancel_between)
 {
 	afio_ctx *ctx = tu_new_ctx();
 	unsigned pool = new_pool(ctx, 2, 32);
 	struct shots s = { 0 };
 	struct cancel_other c = { .ctx = ctx, .ret = 1 };
+	size_t got = 0;
 	int sv[2];
 
 	tu_socketpair(sv);
@@ -368,17 +382,63 @@ START_TEST(test_multishot_cancel_between)
 	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &s),
 			 0);
 	c.target = afio_last_handle(ctx);
-	wait_shots(ctx, &s, 1);
-	ck_assert_int_eq(s.finals, 1);
-	ck_assert_msg(c.ret == 0 || s.res[s.n - 1] == -ECANCELED,
-		      "cancel on %s: %d, last result %s", tu_target_name(), c.ret,
+	wait_last(ctx, &s);
+	ck_assert_int_eq(c.ret, 0);
+	ck_assert_msg(s.res[s.n - 1] == -ECANCELED, "last result on %s: %s", tu_target_name(),
 		      tu_res_str(s.res[s.n - 1]));
-	if (s.flags[s.n - 1] & AFIO_CQE_BUFFER)
-		ck_assert_int_eq(afio_buf_release(ctx, pool, afio_cqe_buf(s.flags[s.n - 1])), 0);
+	for (int i = 0; i < s.n - 1; i++) {
+		ck_assert_uint_eq(s.flags[i] & (AFIO_CQE_MORE | AFIO_CQE_BUFFER),
+				  AFIO_CQE_MORE | AFIO_CQE_BUFFER);
+		ck_assert_int_gt(s.res[i], 0);
+		got += (size_t)s.res[i];
+		ck_assert_int_eq(afio_buf_release(ctx, pool, afio_cqe_buf(s.flags[i])), 0);
+	}
+	ck_assert_uint_eq(s.flags[s.n - 1], 0);
+	/* What was received before the cancel took effect, nothing more or
+	   less: the rest is still in the socket. */
+	if (got < 2) {
+		char rest[2];
+
+		ck_assert_int_eq(recv(sv[1], rest, sizeof(rest), MSG_DONTWAIT), (ssize_t)(2 - got));
+	}
 	ck_assert_int_eq(write(sv[0], "c", 1), 1);
 	no_shot(ctx, &s);
 	afio_destroy(ctx);
 	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* Buffers of one byte: one burst is a completion per byte, so that the
+   kernel's own multishot posts several for one request at once, each of
+   which must wait for the callback of the one before. */
+START_TEST(test_multishot_tiny_buffers)
+{
+	static const char msg[] = "abcdefghij";
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 16, 1);
+	struct shots s = { 0 };
+	char got[sizeof(msg)] = { 0 };
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &s),
+			 0);
+	ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	ck_assert_int_eq(write(sv[0], msg, sizeof(msg) - 1), (ssize_t)sizeof(msg) - 1);
+	wait_shots(ctx, &s, (int)sizeof(msg) - 1);
+	for (int i = 0; i < s.n; i++) {
+		ck_assert_msg(s.res[i] == 1 && (s.flags[i] & AFIO_CQE_MORE),
+			      "completion %d on %s: %s, flags %#x", i, tu_target_name(),
+			      tu_res_str(s.res[i]), s.flags[i]);
+		got[i] = *(const char *)afio_buf(ctx, pool, afio_cqe_buf(s.flags[i]));
+		ck_assert_int_eq(afio_buf_release(ctx, pool, afio_cqe_buf(s.flags[i])), 0);
+	}
+	ck_assert_str_eq(got, msg);
+	close(sv[0]);
+	wait_last(ctx, &s);
+	ck_assert_int_eq(s.res[s.n - 1], 0);
+	afio_destroy(ctx);
 	close(sv[1]);
 }
 END_TEST
@@ -410,6 +470,52 @@ START_TEST(test_multishot_accept)
 	for (int i = 0; i < 3; i++)
 		close(clients[i]);
 	close(listener);
+}
+END_TEST
+
+/* The index of the op named name. */
+static unsigned op_named(const char *name)
+{
+	for (unsigned op = 0; op < afio_op_count(); op++)
+		if (!strcmp(afio_op_name(op), name))
+			return op;
+	ck_abort_msg("no op %s", name);
+	return 0;
+}
+
+/* A multishot accept on a socket that does not listen ends once, with
+   -EINVAL, on every backend; on io_uring (where a first shot refused
+   with -EINVAL is tried again without the kernel's multishot, to tell a
+   kernel that lacks it from a request that is wrong) the kernel's own
+   multishot stays in use after it. */
+START_TEST(test_multishot_accept_refused)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	struct shots bad = { 0 }, good = { 0 };
+	struct sockaddr_in addr;
+	int idle = tu_tcp_socket(true), listener = tu_tcp_listener(4, true, &addr);
+	int client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char how[160];
+
+	ck_assert_int_ge(client, 0);
+	ck_assert_int_eq(afio_accept_multishot(ctx, idle, SOCK_CLOEXEC, on_shot, &bad), 0);
+	wait_shots(ctx, &bad, 1);
+	ck_assert_int_eq(bad.res[0], -EINVAL);
+	ck_assert_uint_eq(bad.flags[0], 0);
+	ck_assert_int_eq(afio_accept_multishot(ctx, listener, SOCK_CLOEXEC, on_shot, &good), 0);
+	tu_connect_to(client, &addr);
+	wait_shots(ctx, &good, 1);
+	ck_assert_int_ge(good.res[0], 0);
+	ck_assert_uint_eq(good.flags[0], AFIO_CQE_MORE);
+	close((int)good.res[0]);
+	ck_assert_int_ge(afio_op_native(ctx, op_named("accept"), how, sizeof(how)), 0);
+	if (afio_backend(ctx) == AFIO_BACKEND_IO_URING)
+		ck_assert_msg(strstr(how, "kernel multishot"), "accept on io_uring: %s", how);
+	afio_destroy(ctx);
+	ck_assert_int_eq(good.finals, 1);
+	close(client);
+	close(listener);
+	close(idle);
 }
 END_TEST
 
@@ -495,6 +601,8 @@ static Suite *bufpool_suite(void)
 	tcase_add_test(multi, test_multishot_recv_end);
 	tcase_add_test(multi, test_multishot_accept);
 	tcase_add_test(multi, test_multishot_cancel_between);
+	tcase_add_test(multi, test_multishot_tiny_buffers);
+	tcase_add_test(multi, test_multishot_accept_refused);
 	tcase_add_test(multi, test_many_peers_small_pool);
 	return s;
 }

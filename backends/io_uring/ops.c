@@ -128,6 +128,34 @@ static void prep_recv_pool(struct uring *u, struct io_uring_sqe *sqe, struct afi
 	sqe->buf_group = (uint16_t)r->mode;
 }
 
+/*
+ * A multishot accept, or a multishot receive from a buffer ring: one SQE
+ * for all the request's results, each CQE with IORING_CQE_F_MORE but the
+ * last (ring.c).  Never on io-wq: the kernel waits for readiness for it
+ * all the same, and a worker would hold the buffer it picked meanwhile.
+ */
+void prep_native_shot(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	uint8_t *shot = &u->slots[r->index].multishot;
+
+	if (*shot == SHOT_RETRIED)
+		return;
+	*shot = SHOT_NONE;
+	if (!(r->shot & AFIO_SHOT_MULTI))
+		return;
+	if (r->op == AFIO_OP_ACCEPT && u->native_accept) {
+		sqe->ioprio |= IORING_ACCEPT_MULTISHOT;
+	} else if (r->op == AFIO_OP_RECV_POOL && u->native_recv &&
+		   (u->pbuf_pools & (1u << r->mode))) {
+		sqe->ioprio |= IORING_RECV_MULTISHOT;
+		sqe->len = 0;	/* a whole buffer each time; 6.0 takes no length */
+	} else {
+		return;
+	}
+	sqe->flags &= (uint8_t)~IOSQE_ASYNC;
+	*shot = SHOT_FIRST;
+}
+
 static void prep_nop(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
 	(void)u;
@@ -242,8 +270,12 @@ int uring_op_kernel(const struct afio_engine *e, enum afio_op op, char *buf, siz
 	else if (op == AFIO_OP_SYNC_RANGE)
 		afio_reason(buf, len, "IORING_OP_SYNC_FILE_RANGE; ranges over 4 GiB the pool");
 	else if (op == AFIO_OP_RECV_POOL)
-		afio_reason(buf, len, "IORING_OP_RECV from a provided buffer ring (Linux 5.19+), "
-			    "else IORING_OP_POLL_ADD");
+		afio_reason(buf, len, "IORING_OP_RECV, buffer ring (5.19+), %s; "
+			    "else IORING_OP_POLL_ADD", u->native_recv ?
+			    "kernel multishot (6.0+)" : "one SQE per shot");
+	else if (op == AFIO_OP_ACCEPT)
+		afio_reason(buf, len, "IORING_OP_ACCEPT, %s", u->native_accept ?
+			    "kernel multishot (5.19+)" : "one SQE per shot");
 	else if (op == AFIO_OP_STATX)
 		afio_reason(buf, len, "IORING_OP_STATX, which the kernel's workers do in "
 			    "every mode");

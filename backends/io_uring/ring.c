@@ -28,6 +28,8 @@ static void prep(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
 	uring_ops[r->op].prep(u, sqe, r);
 	sqe->flags |= u->sqe_flags[r->op];
+	if (__builtin_expect(r->shot, 0))
+		prep_native_shot(u, sqe, r);
 	io_uring_sqe_set_data64(sqe, ud_of(r));
 }
 
@@ -240,7 +242,55 @@ static ssize_t finish_res(const struct afio_req *r, ssize_t res)
 	return res;
 }
 
-static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
+/*
+ * A CQE of a request the kernel keeps going (prep_native_shot()).  A
+ * result with IORING_CQE_F_MORE goes to the core with the request still
+ * in the ring; the request holds one result at a time, so the next CQE of
+ * it waits in the CQ, and the reap with it (HELD), until the callback of
+ * the one before has run.  A first shot refused with -EINVAL goes again
+ * without the flag: refused again, the error was the request's; taken,
+ * the kernel is older than the flag, and the later ones of its kind go
+ * without it too (re-armed by the core).
+ */
+enum shot_cqe { SHOT_TAKEN, SHOT_LAST, SHOT_HELD };
+
+static enum shot_cqe native_shot_cqe(struct uring *u, struct afio_req *r,
+				     const struct io_uring_cqe *cqe)
+{
+	struct uring_slot *s = &u->slots[r->index];
+
+	if (r->state == AFIO_REQ_DONE)
+		return SHOT_HELD;
+	if (s->multishot == SHOT_RETRIED) {
+		if (cqe->res != -EINVAL) {
+			if (r->op == AFIO_OP_ACCEPT)
+				u->native_accept = false;
+			else
+				u->native_recv = false;
+		}
+		s->multishot = SHOT_NONE;
+		return SHOT_LAST;
+	}
+	if (cqe->flags & IORING_CQE_F_MORE) {
+		s->multishot = SHOT_GOING;
+		if (cqe->flags & IORING_CQE_F_BUFFER)
+			afio_req_shot_buf(r, cqe->res, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+		else
+			afio_req_shot(r, cqe->res);
+		return SHOT_TAKEN;
+	}
+	if (cqe->res == -EINVAL && s->multishot == SHOT_FIRST && !r->cancel) {
+		s->multishot = SHOT_RETRIED;
+		u->cqes_owed--;
+		afio_reqq_push(&u->again, r);
+		return SHOT_TAKEN;
+	}
+	s->multishot = SHOT_NONE;
+	return SHOT_LAST;
+}
+
+/* False: cqe stays in the CQ for now (native_shot_cqe()). */
+static bool complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 {
 	struct uring *u = e->priv;
 	uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -251,31 +301,39 @@ static void complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 	/* One test keeps the request's own CQE off the rarer kinds. */
 	if (ud & (UD_CANCEL | UD_RETRY)) {
 		if (ud == UD_RESERVED)
-			return;		/* liburing's own timeout */
+			return true;	/* liburing's own timeout */
 		u->cqes_owed--;
 		cancel_cqe(u, ud, cqe->res);
-		return;
+		return true;
+	}
+	r = index < u->nslots ? u->slots[index].req : NULL;
+	if (!r || r->gen != (uint32_t)(ud >> 32)) {
+		if (!(cqe->flags & IORING_CQE_F_MORE))
+			u->cqes_owed--;
+		return true;
+	}
+	if (__builtin_expect(u->slots[index].multishot, 0)) {
+		enum shot_cqe how = native_shot_cqe(u, r, cqe);
+
+		if (how != SHOT_LAST)
+			return how == SHOT_TAKEN;
 	}
 	u->cqes_owed--;
-	if (index >= u->nslots)
-		return;
-	r = u->slots[index].req;
-	if (!r || r->gen != (uint32_t)(ud >> 32))
-		return;
 	if (r->op == AFIO_OP_SENDFILE) {
 		sendfile_cqe(u, r, ud, cqe->res);
-		return;
+		return true;
 	}
 	if (cqe->flags & IORING_CQE_F_BUFFER) {
 		uring_pooled_cqe(u, r, res, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
-		return;
+		return true;
 	}
 	if (res < 0 && submit_again(u, r, res))
-		return;
+		return true;
 	if (r->op == AFIO_OP_CONNECT && connect_goes_on(u, r, &res))
-		return;
+		return true;
 	release_slot(u, r);
 	afio_req_done(r, r->cancel ? finish_res(r, res) : res);
+	return true;
 }
 
 static unsigned reap_batch(struct afio_engine *e)
@@ -285,7 +343,10 @@ static unsigned reap_batch(struct afio_engine *e)
 	unsigned head, n = 0;
 
 	io_uring_for_each_cqe(&u->ring, head, cqe) {
-		complete(e, cqe);
+		if (!complete(e, cqe)) {
+			e->held = true;
+			break;
+		}
 		if (++n == REAP_BATCH)
 			break;
 	}
@@ -307,9 +368,12 @@ static void uring_reap(struct afio_engine *e)
 {
 	struct uring *u = e->priv;
 
+	e->held = false;
 	for (;;) {
 		while (reap_batch(e))
 			;
+		if (e->held)
+			break;
 		if (!kernel_holds_more(u) || io_uring_get_events(&u->ring) < 0)
 			break;
 		if (!io_uring_cq_ready(&u->ring))

@@ -306,6 +306,8 @@ static int attach(struct afio_engine *e, struct uring *u, char *reason, size_t l
 				   IOSQE_ASYNC : 0;
 	}
 	u->sendfile_try = e->route[AFIO_OP_SENDFILE].first == AFIO_TRY_CALLER;
+	u->native_accept = true;
+	u->native_recv = true;
 	u->write_rwf = nosignal_rwf();
 	return 0;
 }

@@ -93,12 +93,21 @@ struct uring_slot {
 	bool cancel_queued;		/* its request is in the cancel list */
 	bool retry_armed;		/* a retry timer waits or runs */
 	bool connect_waits;		/* a connect waits for POLLOUT */
+	uint8_t multishot;		/* enum native_shot of the SQE in the ring */
 	struct __kernel_timespec timeout;	/* a TIMEOUT's (prep_timeout()) */
 	struct sendfile_state sendfile;
 } __attribute__((aligned(16)));
 
 _Static_assert(offsetof(struct uring_slot, timeout) <= 16,
 	       "what every request touches fits the first 16 bytes of its slot");
+
+/* A multishot request that the kernel keeps going itself (ring.c). */
+enum native_shot {
+	SHOT_NONE,		/* one SQE, one CQE */
+	SHOT_FIRST,		/* IORING_*_MULTISHOT, no result yet */
+	SHOT_GOING,		/* IORING_*_MULTISHOT, results came */
+	SHOT_RETRIED,		/* without it, after a first shot's -EINVAL */
+};
 
 /* An emptied pipe, kept for the next sendfile (sendfile.c). */
 struct spare_pipe {
@@ -142,6 +151,10 @@ struct uring {
 	unsigned nspare;
 	struct spare_pipe *spare_pipes;	/* nslots, after the cancels */
 	unsigned pbuf_pools;		/* pools the kernel takes buffers of, by bit */
+	/* The kernel's own multishot accept (5.19) and receive from a
+	   buffer ring (6.0), until a first shot gets -EINVAL. */
+	bool native_accept;
+	bool native_recv;
 	struct uring_bufring bufrings[AFIO_MAX_BUFPOOLS];
 	struct uring_slot slots[];	/* nslots */
 };
@@ -160,6 +173,7 @@ static inline void release_slot(struct uring *u, const struct afio_req *r)
 	s->req = NULL;
 	s->cancel_queued = false;
 	s->connect_waits = false;
+	s->multishot = SHOT_NONE;
 }
 
 /*
@@ -195,7 +209,7 @@ static inline int push_sq(struct uring *u)
 
 int wait_sq_room(struct uring *u);
 
-/* Every SQE we make posts one CQE (none is multishot). */
+/* Every SQE we make owes one CQE: a multishot one's last (ring.c). */
 static inline struct io_uring_sqe *take_sqe(struct uring *u)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
@@ -269,6 +283,7 @@ int uring_pool_attach(struct afio_engine *e, unsigned pool, char *mem, unsigned 
 		      size_t size);
 void uring_pool_return(struct afio_engine *e, unsigned pool, unsigned id);
 void uring_pooled_cqe(struct uring *u, struct afio_req *r, ssize_t res, unsigned id);
+void prep_native_shot(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r);
 void uring_bufrings_free(struct uring *u);
 int uring_op_kernel(const struct afio_engine *e, enum afio_op op, char *buf, size_t len);
 
