@@ -18,7 +18,7 @@ static bool in_ring(const struct uring *u, uint64_t ud)
 /* What a cancel of r must name: a chain is canceled at its head. */
 static uint64_t cancel_target(const struct uring *u, const struct afio_req *r)
 {
-	const struct sendfile_state *sf = &u->slots[r->index].sendfile;
+	const struct sendfile_state *sf = &u->io[r->index].sendfile;
 
 	if (r->op == AFIO_OP_SENDFILE && sf->step == SF_CHAIN && sf->pending == 2)
 		return ud_of(r) | UD_SPLICE_IN;
@@ -55,6 +55,8 @@ bool cancel_to_sqe(struct uring *u, uint64_t ud)
 
 	if (cancel_is_stale(u, ud))
 		return true;
+	if (u->cqes_owed + 1 + CQE_SPARE > u->cq_entries)
+		return false;
 	sqe = get_sqe(u);
 	if (!sqe)
 		return false;

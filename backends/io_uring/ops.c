@@ -108,7 +108,7 @@ static void prep_recvmsg(struct uring *u, struct io_uring_sqe *sqe, struct afio_
    call that queued it. */
 static void prep_timeout(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
-	struct __kernel_timespec *ts = &u->slots[r->index].timeout;
+	struct __kernel_timespec *ts = &u->io[r->index].timeout;
 
 	ts->tv_sec = (long long)(r->off / 1000000000u);
 	ts->tv_nsec = (long long)(r->off % 1000000000u);

@@ -62,13 +62,11 @@ int wait_sq_room(struct uring *u)
 	return 0;
 }
 
-/* Room in the CQ for r and for what each request in the ring may still
-   owe beside its own CQE (see cq_size(), setup.c). */
-static bool cq_has_room(const struct uring *u, const struct afio_engine *e,
-			const struct afio_req *r)
+/* Room in the CQ for r, leaving what cancels may take (CQE_EXTRA). */
+static bool cq_has_room(const struct uring *u, const struct afio_req *r)
 {
-	uint64_t need = (uint64_t)u->cqes_owed + (r->op == AFIO_OP_SENDFILE ? 2 : 1) +
-			(uint64_t)CQES_BESIDE_REQ * (e->handed + 1) + CQE_SPARE;
+	unsigned need = u->cqes_owed + (r->op == AFIO_OP_SENDFILE ? 2 : 1) + CQE_EXTRA +
+			CQE_SPARE;
 
 	return need <= u->cq_entries;
 }
@@ -108,7 +106,7 @@ static enum special submit_special(struct afio_engine *e, struct afio_reqq *q,
 		afio_route_to_pool(e, afio_reqq_pop(q));
 		return SPECIAL_TAKEN;
 	}
-	if (!cq_has_room(u, e, r))
+	if (!cq_has_room(u, r))
 		return SPECIAL_STOP;
 	if (r->op != AFIO_OP_SENDFILE) {
 		sqe = get_sqe(u);
@@ -165,7 +163,7 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 			if (how == SPECIAL_TAKEN)
 				continue;
 		} else {
-			if (!cq_has_room(u, e, r) || !(sqe = get_sqe(u)))
+			if (!cq_has_room(u, r) || !(sqe = get_sqe(u)))
 				break;
 			prep(u, sqe, r);
 			n++;

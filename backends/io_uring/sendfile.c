@@ -31,10 +31,8 @@ static int new_pipe(struct sendfile_state *sf)
 {
 	int size;
 
-	if (pipe2(sf->pipe, O_CLOEXEC | O_NONBLOCK)) {
-		sf->pipe[0] = sf->pipe[1] = -1;
+	if (pipe2(sf->pipe, O_CLOEXEC | O_NONBLOCK))
 		return -errno;
-	}
 	/* A larger pipe moves a large file in fewer round trips; the
 	   default is what an unprivileged process may be limited to. */
 	(void)fcntl(sf->pipe[1], F_SETPIPE_SZ, SENDFILE_PIPE_SIZE);
@@ -65,7 +63,7 @@ static int get_pipe(struct uring *u, struct sendfile_state *sf)
    (a request that stopped early) is closed. */
 static void put_pipe(struct uring *u, struct sendfile_state *sf)
 {
-	if (sf->pipe[0] < 0)
+	if (!sf->pipe_size)
 		return;
 	u->pipes_out--;
 	if (!sf->in_pipe && u->nspare < u->nslots) {
@@ -77,7 +75,7 @@ static void put_pipe(struct uring *u, struct sendfile_state *sf)
 		close(sf->pipe[0]);
 		close(sf->pipe[1]);
 	}
-	sf->pipe[0] = sf->pipe[1] = -1;
+	sf->pipe_size = 0;
 }
 
 /*
@@ -99,7 +97,7 @@ static void sendfile_clear(struct sendfile_state *sf)
    result never exceeds the length asked for. */
 static bool sendfile_start(struct uring *u, struct afio_req *r)
 {
-	struct sendfile_state *sf = &u->slots[r->index].sendfile;
+	struct sendfile_state *sf = &u->io[r->index].sendfile;
 	size_t left = r->len - r->progress;
 	struct io_uring_sqe *in, *out;
 	unsigned n;
@@ -124,7 +122,7 @@ static bool sendfile_start(struct uring *u, struct afio_req *r)
    the SQ is full. */
 bool sendfile_step(struct uring *u, struct afio_req *r)
 {
-	struct sendfile_state *sf = &u->slots[r->index].sendfile;
+	struct sendfile_state *sf = &u->io[r->index].sendfile;
 	struct io_uring_sqe *sqe;
 
 	u->slots[r->index].submitter = self_tid();
@@ -146,7 +144,7 @@ bool sendfile_step(struct uring *u, struct afio_req *r)
    fits; false, holding no pipe, when either is wanting. */
 bool sendfile_start_waiter(struct uring *u, struct afio_req *r)
 {
-	struct sendfile_state *sf = &u->slots[r->index].sendfile;
+	struct sendfile_state *sf = &u->io[r->index].sendfile;
 
 	if (get_pipe(u, sf))
 		return false;
@@ -168,14 +166,14 @@ static bool wait_for_pipe(struct afio_engine *e, struct afio_req *r)
 	afio_engine_take(e, r);
 	s->req = r;
 	s->submitter = self_tid();
-	sendfile_clear(&s->sendfile);
+	sendfile_clear(&u->io[r->index].sendfile);
 	afio_reqq_push(&u->pipe_waiters, r);
 	return true;
 }
 
 static void sendfile_finish(struct uring *u, struct afio_req *r)
 {
-	struct sendfile_state *sf = &u->slots[r->index].sendfile;
+	struct sendfile_state *sf = &u->io[r->index].sendfile;
 	ssize_t res;
 
 	if (r->progress)
@@ -200,7 +198,7 @@ static void sendfile_finish(struct uring *u, struct afio_req *r)
    unless the request was canceled or the socket failed. */
 static void sendfile_next(struct uring *u, struct afio_req *r)
 {
-	struct sendfile_state *sf = &u->slots[r->index].sendfile;
+	struct sendfile_state *sf = &u->io[r->index].sendfile;
 	int res = sf->last_res;
 
 	if (sf->lost && !r->cancel && (sf->in_pipe || r->progress < r->len)) {
@@ -220,7 +218,7 @@ static void sendfile_next(struct uring *u, struct afio_req *r)
 
 void sendfile_cqe(struct uring *u, struct afio_req *r, uint64_t ud, int res)
 {
-	struct sendfile_state *sf = &u->slots[r->index].sendfile;
+	struct sendfile_state *sf = &u->io[r->index].sendfile;
 
 	sf->pending--;
 	/* The kernel dropped the step or was interrupted in it: it is done
@@ -275,7 +273,7 @@ static bool sendfile_inline(struct uring *u, struct afio_reqq *q)
 enum special sendfile_submit(struct afio_engine *e, struct afio_reqq *q, struct afio_req *r)
 {
 	struct uring *u = e->priv;
-	struct sendfile_state *sf = &u->slots[r->index].sendfile;
+	struct sendfile_state *sf = &u->io[r->index].sendfile;
 
 	if (sendfile_inline(u, q))
 		return SPECIAL_TAKEN;
@@ -296,7 +294,7 @@ enum special sendfile_submit(struct afio_engine *e, struct afio_reqq *q, struct 
    while a step is in the ring, for the kernel to cancel. */
 bool sendfile_cancel(struct uring *u, struct afio_req *r)
 {
-	if (u->slots[r->index].sendfile.pending)
+	if (u->io[r->index].sendfile.pending)
 		return false;
 	if (afio_reqq_remove(&u->next_steps, r))
 		afio_reqq_remove(&u->pipe_waiters, r);

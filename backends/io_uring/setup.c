@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/uio.h>
 
@@ -102,8 +103,7 @@ static bool drop_newest(unsigned *flags)
  */
 static unsigned cq_size(const struct afio_config *cfg)
 {
-	uint64_t want = (uint64_t)(cfg->entries ? cfg->entries : 256) * (1 + CQES_BESIDE_REQ) +
-			CQE_SPARE;
+	uint64_t want = (uint64_t)(cfg->entries ? cfg->entries : 256) + CQE_EXTRA + CQE_SPARE;
 	unsigned n = 2 * ring_size(cfg);
 
 	while (n < want && n < MAX_CQ)
@@ -265,26 +265,38 @@ static void free_uring(struct uring *u)
 		close(u->spare_pipes[i].fd[0]);
 		close(u->spare_pipes[i].fd[1]);
 	}
+	munmap(u->io, u->io_map_len);
 	free(u);
 }
 
-/* The engine, its slots, its cancel list and its spare pipes in one
-   block: all are sized by the context's entries and live as long as the
-   engine. */
+/*
+ * The engine and its slots in one block, touched as requests use them.
+ * The timer and sendfile state, the cancel list and the spare pipes in a
+ * mapping of their own, all zero to start with: its pages are made only
+ * where those are used, so that a context with many entries, most of them
+ * connections that wait, holds 16 bytes per entry here.
+ */
 static struct uring *alloc_uring(unsigned nslots)
 {
 	struct uring *u;
-	size_t slots = (size_t)nslots * sizeof(*u->slots);
+	size_t io = (size_t)nslots * sizeof(*u->io);
 	size_t cancels = 2 * (size_t)nslots * sizeof(*u->cancels);
+	size_t len = io + cancels + (size_t)nslots * sizeof(*u->spare_pipes);
+	void *map;
 
-	u = calloc(1, sizeof(*u) + slots + cancels + (size_t)nslots * sizeof(*u->spare_pipes));
-	if (!u)
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED)
 		return NULL;
+	u = calloc(1, sizeof(*u) + (size_t)nslots * sizeof(*u->slots));
+	if (!u) {
+		munmap(map, len);
+		return NULL;
+	}
 	u->nslots = nslots;
-	u->cancels = (uint64_t *)((char *)u->slots + slots);
+	u->io = map;
+	u->io_map_len = len;
+	u->cancels = (uint64_t *)((char *)map + io);
 	u->spare_pipes = (struct spare_pipe *)((char *)u->cancels + cancels);
-	for (unsigned i = 0; i < nslots; i++)
-		u->slots[i].sendfile.pipe[0] = u->slots[i].sendfile.pipe[1] = -1;
 	return u;
 }
 

@@ -44,10 +44,16 @@
 #define UD_INDEX	0x1fffffffu
 #define RETRY_NS	1000000		/* how long that timer waits */
 
-/* CQEs a request in the ring may make the kernel owe beyond its own: the
-   answer to a cancel and a retry timer; and a few spare for liburing's own
-   timeout and a cancel asked twice. */
-#define CQES_BESIDE_REQ	2
+/*
+ * The CQ has room for every entry's own CQE (cq_size(), setup.c), and for
+ * CQE_EXTRA cancels and retry timers beside them: requests leave those
+ * free (cq_has_room(), ring.c), and cancels beyond them wait in the
+ * cancel list for a reap (cancel_to_sqe(), cancel.c), so the CQ cannot
+ * overflow however many requests are canceled at once.  A few spare for
+ * liburing's own timeout.  Sized per request instead (a cancel and a
+ * timer each), the CQ took 48 of the ~240 bytes an entry costs.
+ */
+#define CQE_EXTRA	32
 #define CQE_SPARE	8
 
 struct uring;
@@ -70,7 +76,7 @@ enum sf_step { SF_CHAIN, SF_OUT, SF_POLL, SF_RESTART };
 
 struct sendfile_state {
 	int pipe[2];
-	unsigned pipe_size;
+	unsigned pipe_size;	/* 0: holds no pipe */
 	unsigned in_pipe;	/* spliced in, not yet out */
 	int in_res;		/* the splice from the file */
 	int last_res;		/* the last splice out, or the poll */
@@ -80,12 +86,9 @@ struct sendfile_state {
 };
 
 /*
- * What the engine keeps for one slot of the context, by its index.  The
- * first 16 bytes are what a request's submit and completion touch, which
- * the alignment keeps within one cache line (malloc gives 16).  The
- * timer's timespec and the sendfile state, 44 bytes only those ops use,
- * follow in the same 64: in an array of their own they would cost an
- * allocation and a pointer for less than a cache line per slot.
+ * What the engine keeps for one slot of the context, by its index: what
+ * every request's submit and completion touch, 16 bytes, so that four
+ * share a cache line and an idle connection's slot costs 16 bytes.
  */
 struct uring_slot {
 	struct afio_req *req;		/* while in the ring */
@@ -94,12 +97,16 @@ struct uring_slot {
 	bool retry_armed;		/* a retry timer waits or runs */
 	bool connect_waits;		/* a connect waits for POLLOUT */
 	uint8_t multishot;		/* enum native_shot of the SQE in the ring */
-	struct __kernel_timespec timeout;	/* a TIMEOUT's (prep_timeout()) */
-	struct sendfile_state sendfile;
 } __attribute__((aligned(16)));
 
-_Static_assert(offsetof(struct uring_slot, timeout) <= 16,
-	       "what every request touches fits the first 16 bytes of its slot");
+_Static_assert(sizeof(struct uring_slot) == 16, "a slot is 16 bytes");
+
+/* What only timers and sendfiles keep, by slot index, apart from the
+   slots (alloc_uring()): memory that requests of other ops never touch. */
+struct uring_slot_io {
+	struct __kernel_timespec timeout;	/* a TIMEOUT's (prep_timeout()) */
+	struct sendfile_state sendfile;
+};
 
 /* A multishot request that the kernel keeps going itself (ring.c). */
 enum native_shot {
@@ -141,7 +148,7 @@ struct uring {
 	struct afio_reqq pipe_waiters;	/* sendfiles that wait for a pipe */
 	unsigned ncancels;
 	uint64_t *cancels;		/* cancels and retry timers waiting for an SQE,
-					   2 * nslots, after the slots */
+					   2 * nslots, after io */
 	struct __kernel_timespec retry_after;
 	bool dropped;			/* the kernel said it dropped completions */
 	bool has_op[AFIO_OP_COUNT];
@@ -150,6 +157,8 @@ struct uring {
 	unsigned pipes_out;		/* pipes sendfiles hold now */
 	unsigned nspare;
 	struct spare_pipe *spare_pipes;	/* nslots, after the cancels */
+	struct uring_slot_io *io;	/* nslots, mapped: see alloc_uring() */
+	size_t io_map_len;
 	unsigned pbuf_pools;		/* pools the kernel takes buffers of, by bit */
 	/* The kernel's own multishot accept (5.19) and receive from a
 	   buffer ring (6.0), until a first shot gets -EINVAL. */
