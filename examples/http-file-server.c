@@ -179,10 +179,38 @@ static void drain_idle(struct worker *w)
 	}
 }
 
+static void on_accept_shot(void *data, ssize_t res, unsigned flags);
+
+/* With in_flight accepts under way, may one more start? */
+static bool may_accept(const struct worker *w, unsigned in_flight)
+{
+	return !w->stopping && !w->accept_paused && w->open_conns + in_flight < w->max_conn;
+}
+
+/*
+ * --accept multishot: one request accepts connection after connection.
+ * It is canceled once the worker is full, and started again once a
+ * connection closes; what it accepted between the cancel and its end is
+ * closed (the single accepts leave such connections in the backlog).
+ */
+static void arm_multishot_accept(struct worker *w)
+{
+	if (w->accept_shot || !may_accept(w, 0))
+		return;
+	if (afio_accept_multishot(w->ctx, w->listen_fd, SOCK_NONBLOCK | SOCK_CLOEXEC,
+				  on_accept_shot, w))
+		return;
+	w->accept_shot = afio_last_handle(w->ctx);
+	w->accepts++;
+}
+
 static void arm_accepts(struct worker *w)
 {
-	while (!w->stopping && !w->accept_paused && w->accepts < ACCEPTS &&
-	       w->open_conns + w->accepts < w->max_conn) {
+	if (w->opts->accept_multishot) {
+		arm_multishot_accept(w);
+		return;
+	}
+	while (w->accepts < ACCEPTS && may_accept(w, w->accepts)) {
 		struct accept_slot *a = w->accept_slots;
 
 		while (a->handle)
@@ -232,15 +260,11 @@ static struct conn *take_conn(struct worker *w)
 	return c;
 }
 
-static void on_accept(void *data, ssize_t res)
+/* What an accept gave: a connection to serve, or an error to act on. */
+static void accepted(struct worker *w, ssize_t res)
 {
-	struct accept_slot *a = data;
-	struct worker *w = a->w;
-
-	a->handle = 0;
-	w->accepts--;
 	if (res >= 0) {
-		if (w->stopping) {
+		if (w->stopping || w->open_conns >= w->max_conn) {
 			close((int)res);
 			return;
 		}
@@ -255,7 +279,32 @@ static void on_accept(void *data, ssize_t res)
 		else
 			w->accept_paused = true;
 	}
+}
+
+static void on_accept(void *data, ssize_t res)
+{
+	struct accept_slot *a = data;
+	struct worker *w = a->w;
+
+	a->handle = 0;
+	w->accepts--;
+	accepted(w, res);
 	arm_accepts(w);
+}
+
+static void on_accept_shot(void *data, ssize_t res, unsigned flags)
+{
+	struct worker *w = data;
+
+	if (!(flags & AFIO_CQE_MORE)) {
+		w->accept_shot = 0;
+		w->accepts--;
+	}
+	accepted(w, res);
+	if (!w->accept_shot)
+		arm_accepts(w);
+	else if (!may_accept(w, 0))
+		afio_cancel_handle(w->ctx, w->accept_shot);	/* -EALREADY: asked */
 }
 
 void worker_conn_closed(struct worker *w, struct conn *c)
@@ -307,6 +356,8 @@ static void tick(struct worker *w)
 static void begin_stop(struct worker *w)
 {
 	w->stopping = true;
+	if (w->accept_shot)
+		afio_cancel_handle(w->ctx, w->accept_shot);
 	for (unsigned i = 0; i < ACCEPTS; i++)
 		if (w->accept_slots[i].handle)
 			afio_cancel_handle(w->ctx, w->accept_slots[i].handle);
@@ -520,11 +571,14 @@ static void usage(FILE *f)
 		"                   connection or a send that makes no progress (default %u)\n"
 		"  --read-size B    file bytes per read, a multiple of 4096 up to 4 MiB\n"
 		"                   (default %u); each response reading holds two such buffers\n"
+		"  --accept single|multishot\n"
+		"                   %u accepts at once, or one multishot accept (default multishot)\n"
 		"The first line of output is \"listening on ADDR:PORT\"; SIGINT or SIGTERM\n"
 		"stops the server after the responses under way, and each worker prints\n"
 		"its statistics (stats.fallbacks and the rest) to stderr.  Without --direct,\n"
 		"bodies of AFIO_HTTPD_SENDFILE_MIN bytes (default %u) or more go by sendfile.\n",
-		DEFAULT_PORT, DEFAULT_MAX_CONN, DEFAULT_TIMEOUT, DEFAULT_READ_SIZE, SENDFILE_MIN);
+		DEFAULT_PORT, DEFAULT_MAX_CONN, DEFAULT_TIMEOUT, DEFAULT_READ_SIZE, ACCEPTS,
+		SENDFILE_MIN);
 }
 
 static int parse_option(struct httpd_opts *o, int opt, const char *arg)
@@ -560,6 +614,13 @@ static int parse_option(struct httpd_opts *o, int opt, const char *arg)
 			return -EINVAL;
 		}
 		return 0;
+	case 'A':
+		if (!strcmp(arg, "single") || !strcmp(arg, "multishot")) {
+			o->accept_multishot = arg[0] == 'm';
+			return 0;
+		}
+		fprintf(stderr, "afio-httpd: --accept: single or multishot, not %s\n", arg);
+		return -EINVAL;
 	default:
 		return -EINVAL;
 	}
@@ -578,6 +639,7 @@ static void parse_args(int argc, char **argv, struct httpd_opts *o)
 		{ "max-conn", required_argument, NULL, 'c' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "read-size", required_argument, NULL, 's' },
+		{ "accept", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -591,6 +653,7 @@ static void parse_args(int argc, char **argv, struct httpd_opts *o)
 	o->max_conn = DEFAULT_MAX_CONN;
 	o->timeout_s = DEFAULT_TIMEOUT;
 	o->read_size = DEFAULT_READ_SIZE;
+	o->accept_multishot = true;
 	afio_config_init(&o->afio);
 	while (!ret && (opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (opt == 'h') {

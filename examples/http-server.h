@@ -122,6 +122,7 @@ struct httpd_opts {
 	unsigned max_conn;
 	unsigned timeout_s;
 	unsigned read_size;
+	bool accept_multishot;		/* --accept multishot */
 };
 
 struct worker_stats {
@@ -144,8 +145,9 @@ struct worker {
 	bool accept_paused;		/* out of descriptors: wait for a tick */
 	bool wake_pending;
 	unsigned accepts;		/* in flight */
-	/* One per accept in flight: its data pointer, and its handle for
-	   the cancel at stop (0: free). */
+	afio_handle accept_shot;	/* --accept multishot: its request, 0: none runs */
+	/* --accept single: one per accept in flight, its data pointer, and
+	   its handle for the cancel at stop (0: free). */
 	struct accept_slot {
 		struct worker *w;
 		afio_handle handle;

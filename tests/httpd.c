@@ -783,23 +783,24 @@ START_TEST(httpd_serves_5000_connections)
 }
 END_TEST
 
-/* Out of descriptors: accept must neither spin nor lose the listener;
-   once clients go, new ones are served. */
-START_TEST(httpd_survives_fd_exhaustion)
+/* Out of descriptors: accept (single accepts, or one multishot) must
+   neither spin nor lose the listener; once clients go, new ones are
+   served. */
+static void survive_fd_exhaustion(int target, const char *accept)
 {
 	enum { N = 150 };
 	/* ASYNC on the pool: a descriptor for each pool worker, as many
 	   workers as connections, so fewer connections and more room. */
-	bool pool = pool_waits_per_socket(&targets[_i]);
+	bool pool = pool_waits_per_socket(&targets[target]);
 	/* No idle connection times out while the test runs: a client left
 	   unanswered must show as a hang, not be rescued by the timeout
 	   (on threads, idle receives holding every pool worker once did). */
 	const char *const extra[] = { "--root", root_dir, "--max-conn", pool ? "60" : "1000",
-				      "--timeout", "600", NULL };
+				      "--timeout", "600", "--accept", accept, NULL };
 	int fds[N];
 	struct server s;
 
-	start_with_limit(&s, _i, pool ? 120 : 48, extra);
+	start_with_limit(&s, target, pool ? 120 : 48, extra);
 	for (int i = 0; i < N; i++)
 		fds[i] = connect_to(s.port);
 	/* Each is answered, or closed at once for want of a descriptor
@@ -832,6 +833,17 @@ START_TEST(httpd_survives_fd_exhaustion)
 	stop_server(&s);
 	if (!pool)
 		ck_assert_uint_ge(stat_of(&s, "accept_errors"), 1);
+}
+
+START_TEST(httpd_survives_fd_exhaustion)
+{
+	survive_fd_exhaustion(_i, "multishot");
+}
+END_TEST
+
+START_TEST(httpd_survives_fd_exhaustion_single_accepts)
+{
+	survive_fd_exhaustion(_i, "single");
 }
 END_TEST
 
@@ -933,6 +945,7 @@ static Suite *httpd_suite(void)
 	add_test(tc, httpd_times_out_idle_keepalive);
 	add_test(tc, httpd_serves_5000_connections);
 	add_test(tc, httpd_survives_fd_exhaustion);
+	add_test(tc, httpd_survives_fd_exhaustion_single_accepts);
 	add_test(tc, httpd_finishes_response_on_sigterm);
 	add_test(tc, httpd_runs_workers);
 	suite_add_tcase(s, tc);
