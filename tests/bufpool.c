@@ -473,6 +473,82 @@ START_TEST(test_multishot_accept)
 }
 END_TEST
 
+/* One receive at a time through a large pool: the buffers given back
+   serve again, so that a quiet pool keeps few of its pages resident (on
+   io_uring the kernel's ring holds only a few of the free buffers). */
+START_TEST(test_quiet_pool_reuses_few_buffers)
+{
+	enum { ROUNDS_ONE_BY_ONE = MAX_SHOTS - 1, AT_MOST = 17 };
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 256, 16);
+	bool used[256] = { false };
+	struct shots s = { 0 };
+	unsigned distinct = 0;
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &s),
+			 0);
+	for (int r = 0; r < ROUNDS_ONE_BY_ONE; r++) {
+		unsigned id;
+
+		ck_assert_int_eq(write(sv[0], "x", 1), 1);
+		wait_shots(ctx, &s, r + 1);
+		id = afio_cqe_buf(s.flags[r]);
+		distinct += !used[id];
+		used[id] = true;
+		expect_buffer(ctx, pool, &s, r, "x");
+	}
+	ck_assert_msg(distinct <= AT_MOST, "%u buffers of the pool used on %s", distinct,
+		      tu_target_name());
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* More receives with data at once than a quiet pool keeps ready: each
+   gets its bytes all the same, none waits for a buffer given back. */
+START_TEST(test_burst_beyond_ready_buffers)
+{
+	enum { BURST = 64 };
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 2 * BURST, 16);
+	struct shots s[BURST];
+	int sv[BURST][2], have = 0;
+	int64_t until;
+
+	memset(s, 0, sizeof(s));
+	for (int p = 0; p < BURST; p++) {
+		tu_socketpair(sv[p]);
+		ck_assert_int_eq(afio_recv_pooled(ctx, sv[p][1], pool, 0, AFIO_RECV_MULTISHOT,
+						  on_shot, &s[p]), 0);
+	}
+	ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	for (int p = 0; p < BURST; p++)
+		ck_assert_int_eq(write(sv[p][0], "y", 1), 1);
+	until = tu_now_ns() + TU_HANG_MS * TU_NS_PER_MS;
+	while (have < BURST) {
+		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+		ck_assert_msg(tu_now_ns() < until, "%d of %d receives on %s", have, BURST,
+			      tu_target_name());
+		have = 0;
+		for (int p = 0; p < BURST; p++)
+			have += s[p].n > 0;
+	}
+	for (int p = 0; p < BURST; p++) {
+		ck_assert_int_eq(s[p].n, 1);
+		expect_buffer(ctx, pool, &s[p], 0, "y");
+		ck_assert_uint_eq(s[p].flags[0] & AFIO_CQE_MORE, AFIO_CQE_MORE);
+	}
+	afio_destroy(ctx);
+	for (int p = 0; p < BURST; p++) {
+		close(sv[p][0]);
+		close(sv[p][1]);
+	}
+}
+END_TEST
+
 /* The index of the op named name. */
 static unsigned op_named(const char *name)
 {
@@ -603,6 +679,8 @@ static Suite *bufpool_suite(void)
 	tcase_add_test(multi, test_multishot_cancel_between);
 	tcase_add_test(multi, test_multishot_tiny_buffers);
 	tcase_add_test(multi, test_multishot_accept_refused);
+	tcase_add_test(multi, test_quiet_pool_reuses_few_buffers);
+	tcase_add_test(multi, test_burst_beyond_ready_buffers);
 	tcase_add_test(multi, test_many_peers_small_pool);
 	return s;
 }

@@ -272,7 +272,7 @@ static enum shot_cqe native_shot_cqe(struct uring *u, struct afio_req *r,
 	if (cqe->flags & IORING_CQE_F_MORE) {
 		s->multishot = SHOT_GOING;
 		if (cqe->flags & IORING_CQE_F_BUFFER)
-			afio_req_shot_buf(r, cqe->res, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+			uring_pooled_shot(u, r, cqe->res, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
 		else
 			afio_req_shot(r, cqe->res);
 		return SHOT_TAKEN;
@@ -323,6 +323,11 @@ static bool complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 	}
 	if (cqe->flags & IORING_CQE_F_BUFFER) {
 		uring_pooled_cqe(u, r, res, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+		return true;
+	}
+	if (res == -ENOBUFS && r->op == AFIO_OP_RECV_POOL && !r->cancel &&
+	    uring_pool_ran_dry(u, r)) {
+		afio_reqq_push(&u->again, r);
 		return true;
 	}
 	if (res < 0 && submit_again(u, r, res))

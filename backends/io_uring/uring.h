@@ -129,6 +129,11 @@ struct uring_bufring {
 	char *mem;			/* the pool's buffers */
 	unsigned size;
 	unsigned mask;
+	unsigned count;
+	unsigned on_ring;		/* free buffers the kernel may take now */
+	unsigned depth;			/* how many it is given at most */
+	unsigned nspare;
+	uint32_t *spare;		/* the other free ones, the latest back on top */
 };
 
 struct uring {
@@ -292,6 +297,8 @@ int uring_pool_attach(struct afio_engine *e, unsigned pool, char *mem, unsigned 
 		      size_t size);
 void uring_pool_return(struct afio_engine *e, unsigned pool, unsigned id);
 void uring_pooled_cqe(struct uring *u, struct afio_req *r, ssize_t res, unsigned id);
+void uring_pooled_shot(struct uring *u, struct afio_req *r, ssize_t res, unsigned id);
+bool uring_pool_ran_dry(struct uring *u, const struct afio_req *r);
 void prep_native_shot(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r);
 void uring_bufrings_free(struct uring *u);
 int uring_op_kernel(const struct afio_engine *e, enum afio_op op, char *buf, size_t len);
