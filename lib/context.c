@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "context.h"
@@ -132,20 +133,31 @@ static int check_config(struct afio_config *cfg)
 	return 0;
 }
 
+/*
+ * Mapped, not allocated: all zero (AFIO_REQ_FREE), and a page of slots is
+ * made only when a request first takes one of them (get_slot(), ops.c), so
+ * that entries a program sized for its peak cost no memory until used.
+ */
+static size_t slots_len(const struct afio_ctx *ctx)
+{
+	return (size_t)ctx->cfg.entries * sizeof(*ctx->slots);
+}
+
 static int init_slots(struct afio_ctx *ctx)
 {
-	unsigned n = ctx->cfg.entries;
+	void *map = mmap(NULL, slots_len(ctx), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	ctx->slots = calloc(n, sizeof(*ctx->slots));
-	if (!ctx->slots)
+	if (map == MAP_FAILED)
 		return -ENOMEM;
-	for (unsigned i = n; i-- > 0;) {
-		ctx->slots[i].index = i;
-		ctx->slots[i].ctx = ctx;
-		ctx->slots[i].next = ctx->free_slots;
-		ctx->free_slots = &ctx->slots[i];
-	}
+	ctx->slots = map;
 	return 0;
+}
+
+static void free_slots(struct afio_ctx *ctx)
+{
+	if (ctx->slots)
+		munmap(ctx->slots, slots_len(ctx));
 }
 
 int afio_create(afio_ctx **out, const struct afio_config *cfg)
@@ -195,7 +207,7 @@ int afio_create(afio_ctx **out, const struct afio_config *cfg)
 fail:
 	if (ctx->evfd >= 0)
 		close(ctx->evfd);
-	free(ctx->slots);
+	free_slots(ctx);
 	free(ctx);
 	return ret;
 }
@@ -347,6 +359,6 @@ void afio_destroy(afio_ctx *ctx)
 	exit_engine(&ctx->primary, forked);
 	close(ctx->evfd);
 	afio_bufpools_free(ctx);
-	free(ctx->slots);
+	free_slots(ctx);
 	free(ctx);
 }

@@ -19,12 +19,11 @@ struct afio_ctx {
 	struct afio_reqq queue;		/* accepted, not yet handed over */
 	struct afio_reqq done;		/* finished, callbacks pending */
 	struct afio_reqq to_pool;	/* routed by the primary, for the pool */
-	struct afio_req *free_slots;
+	struct afio_req *free_slots;	/* freed ones, the latest first */
 	struct afio_req *last;		/* the latest accepted: afio_last_handle() */
-	/* One more than the highest slot index ever taken: what cancel by
-	   data and destroy look through.  The free list is a stack that
-	   starts at slot 0, so this is the most requests ever held at once,
-	   not entries. */
+	/* Slots ever taken, 0 up to this, the rest untouched (get_slot()
+	   takes a new one only when none is free): what cancel by data and
+	   destroy look through, the most requests ever held at once. */
 	unsigned slots_used;
 	bool requeued;			/* the core queued a request again since the last flush */
 	unsigned nbufpools;

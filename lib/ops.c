@@ -98,13 +98,19 @@ static struct afio_req *get_slot(struct afio_ctx *ctx, int *err)
 		return NULL;
 	}
 	r = ctx->free_slots;
-	if (!r) {
+	if (r) {
+		ctx->free_slots = r->next;
+		return r;
+	}
+	/* Freed slots first, the lowest never used next: slots_used is
+	   where that part begins (init_slots()). */
+	if (ctx->slots_used == ctx->cfg.entries) {
 		*err = -EAGAIN;
 		return NULL;
 	}
-	ctx->free_slots = r->next;
-	if (r->index >= ctx->slots_used)
-		ctx->slots_used = r->index + 1;
+	r = &ctx->slots[ctx->slots_used];
+	r->index = ctx->slots_used++;
+	r->ctx = ctx;
 	return r;
 }
 

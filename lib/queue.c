@@ -567,6 +567,8 @@ int afio_cancel_handle(afio_ctx *ctx, afio_handle h)
 		return ret;
 	if (!(uint32_t)h || index >= ctx->cfg.entries)
 		return -EINVAL;
+	if (index >= ctx->slots_used)
+		return -ENOENT;
 	r = &ctx->slots[index];
 	if (r->state == AFIO_REQ_FREE || handle_of(r) != h)
 		return -ENOENT;
