@@ -46,12 +46,13 @@
 #define DEFAULT_BUF_SIZE	4096
 #define MAX_BUF_SIZE		(1024 * 1024)
 #define MAX_IDLE_TIMEOUT	86400
-/* Pool buffers by default: a quarter of --max-conn, within these.  Only
-   the buffers in use at once take memory (bufpool.c maps the pool and
-   reuses the latest returned first), so the count bounds how many
-   connections can be mid-echo at once, not what an idle one costs. */
+/* Pool buffers (default_pool_bufs()).  Only the buffers in use at once
+   take memory (the library maps the pool and reuses the latest returned
+   first), so the count bounds how many connections can be mid-echo at
+   once, not what an idle one costs. */
 #define MIN_POOL_BUFS		256
 #define MAX_POOL_BUFS		65535	/* ids fit a uint16_t, NO_BUF spare */
+#define DEFAULT_POOL_MAX	32768	/* a kernel buffer ring's entries at most */
 #define NO_BUF			UINT16_MAX
 /* Buffers one connection may hold before its receive is paused: a peer
    that sends without reading would otherwise take the whole pool. */
@@ -590,13 +591,20 @@ static int parse_echo_args(struct echo *echo, const struct server_extra_option *
 	return parse_recv_args(echo, opt);
 }
 
+/*
+ * A buffer for every connection that may be mid-message at once, which
+ * under load is every one: a smaller pool runs empty and its receives
+ * wait for buffers (at 5000 busy connections a quarter cost 5 SQEs per
+ * round trip, bench/results/2026-12-03-native-multishot.md).  Unused
+ * buffers and entries cost no memory (the pool is mapped, the library
+ * makes slots as they are first taken), so this costs an idle server
+ * nothing.  Up to the most a kernel buffer ring holds.
+ */
 static unsigned default_pool_bufs(unsigned max_conn)
 {
-	unsigned n = max_conn / 4;
-
-	if (n < MIN_POOL_BUFS)
+	if (max_conn < MIN_POOL_BUFS)
 		return MIN_POOL_BUFS;
-	return n > MAX_POOL_BUFS ? MAX_POOL_BUFS : n;
+	return max_conn > DEFAULT_POOL_MAX ? DEFAULT_POOL_MAX : max_conn;
 }
 
 /* Request entries: a receive per connection, and a send per buffer that
@@ -681,8 +689,9 @@ int main(int argc, char **argv)
 		[OPT_POOL_BUFS] = {
 			.name = "pool-bufs",
 			.help = "  --pool-bufs N  buffers of the pool with --recv pooled "
-				"(default --max-conn / 4,\n"
-				"                 at least " STRINGIFY(MIN_POOL_BUFS) ")\n",
+				"(default --max-conn,\n"
+				"                 at least " STRINGIFY(MIN_POOL_BUFS) ", at most "
+				STRINGIFY(DEFAULT_POOL_MAX) ")\n",
 		},
 		[OPT_EVENTFD] = {
 			.name = "eventfd",

@@ -133,16 +133,16 @@ static int check_config(struct afio_config *cfg)
 	return 0;
 }
 
-/*
- * Mapped, not allocated: all zero (AFIO_REQ_FREE), and a page of slots is
- * made only when a request first takes one of them (get_slot(), ops.c), so
- * that entries a program sized for its peak cost no memory until used.
- */
 static size_t slots_len(const struct afio_ctx *ctx)
 {
 	return (size_t)ctx->cfg.entries * sizeof(*ctx->slots);
 }
 
+/*
+ * Mapped, not allocated: all zero (AFIO_REQ_FREE), and a page of slots is
+ * made only when a request first takes one of them (get_slot(), ops.c), so
+ * that entries a program sized for its peak cost no memory until used.
+ */
 static int init_slots(struct afio_ctx *ctx)
 {
 	void *map = mmap(NULL, slots_len(ctx), PROT_READ | PROT_WRITE,
