@@ -3,9 +3,10 @@
  * Buffer pools as provided buffer rings (Linux 5.19): the kernel picks a
  * free buffer when data arrives, so a pooled receive is one IORING_OP_RECV
  * with IOSQE_BUFFER_SELECT, no wait for readiness first and no read of
- * our own.  The ring holds the pool's free buffers; a buffer the program
- * gives back goes onto it again.  A kernel without such rings refuses the
- * registration, and the core keeps the pool (lib/bufpool.c).
+ * our own.  The ring holds free buffers of the pool; a buffer the program
+ * gives back goes onto it again, or waits as a spare (below).  A kernel
+ * without such rings refuses the registration, and the core keeps the
+ * pool (lib/bufpool.c).
  *
  * The kernel takes buffers from the ring's head and the program's come
  * back at its tail: with every free buffer on the ring, traffic would

@@ -166,7 +166,8 @@ struct uring {
 	size_t io_map_len;
 	unsigned pbuf_pools;		/* pools the kernel takes buffers of, by bit */
 	/* The kernel's own multishot accept (5.19) and receive from a
-	   buffer ring (6.0), until a first shot gets -EINVAL. */
+	   buffer ring (6.0), until a kernel shows it lacks them
+	   (native_shot_cqe(), ring.c). */
 	bool native_accept;
 	bool native_recv;
 	struct uring_bufring bufrings[AFIO_MAX_BUFPOOLS];
