@@ -154,7 +154,7 @@ static int init_slots(struct afio_ctx *ctx)
 	return 0;
 }
 
-static void free_slots(struct afio_ctx *ctx)
+static void unmap_slots(struct afio_ctx *ctx)
 {
 	if (ctx->slots)
 		munmap(ctx->slots, slots_len(ctx));
@@ -207,7 +207,7 @@ int afio_create(afio_ctx **out, const struct afio_config *cfg)
 fail:
 	if (ctx->evfd >= 0)
 		close(ctx->evfd);
-	free_slots(ctx);
+	unmap_slots(ctx);
 	free(ctx);
 	return ret;
 }
@@ -359,6 +359,6 @@ void afio_destroy(afio_ctx *ctx)
 	exit_engine(&ctx->primary, forked);
 	close(ctx->evfd);
 	afio_bufpools_free(ctx);
-	free_slots(ctx);
+	unmap_slots(ctx);
 	free(ctx);
 }

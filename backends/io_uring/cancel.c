@@ -55,7 +55,7 @@ bool cancel_to_sqe(struct uring *u, uint64_t ud)
 
 	if (cancel_is_stale(u, ud))
 		return true;
-	if (u->cqes_owed + 1 + CQE_SPARE > u->cq_entries)
+	if (!cq_room(u, 1, 0))
 		return false;
 	sqe = get_sqe(u);
 	if (!sqe)

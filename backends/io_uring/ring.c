@@ -62,13 +62,10 @@ int wait_sq_room(struct uring *u)
 	return 0;
 }
 
-/* Room in the CQ for r, leaving what cancels may take (CQE_EXTRA). */
+/* Room in the CQ for r, leaving what cancels may take. */
 static bool cq_has_room(const struct uring *u, const struct afio_req *r)
 {
-	unsigned need = u->cqes_owed + (r->op == AFIO_OP_SENDFILE ? 2 : 1) + CQE_EXTRA +
-			CQE_SPARE;
-
-	return need <= u->cq_entries;
+	return cq_room(u, r->op == AFIO_OP_SENDFILE ? 2 : 1, CQE_EXTRA);
 }
 
 /* SYNC_FILE_RANGE takes a 32-bit length in the SQE; a longer range would

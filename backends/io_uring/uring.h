@@ -224,6 +224,13 @@ static inline int push_sq(struct uring *u)
 
 int wait_sq_room(struct uring *u);
 
+/* Room in the CQ for n more CQEs that leaves keep of it free (CQE_EXTRA
+   for cancels, by requests; none, by the cancels themselves). */
+static inline bool cq_room(const struct uring *u, unsigned n, unsigned keep)
+{
+	return u->cqes_owed + n + keep + CQE_SPARE <= u->cq_entries;
+}
+
 /* Every SQE we make owes one CQE: a multishot one's last (ring.c). */
 static inline struct io_uring_sqe *take_sqe(struct uring *u)
 {
