@@ -503,6 +503,15 @@ static int get_events(struct laio *a)
 	return n;
 }
 
+/* Without the ring's layout the core reads the eventfd before each look. */
+static bool libaio_ready(const struct afio_engine *e)
+{
+	const struct laio *a = e->priv;
+	struct kaio_ring *ring = user_ring(a->io);
+
+	return ring && ring->head != __atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE);
+}
+
 static void libaio_reap(struct afio_engine *e)
 {
 	struct laio *a = e->priv;
@@ -846,6 +855,7 @@ const struct afio_backend_ops afio_backend_libaio = {
 	.forget = libaio_forget,
 	.submit = libaio_submit,
 	.reap = libaio_reap,
+	.ready = libaio_ready,
 	.cancel = libaio_cancel,
 	.describe = libaio_describe,
 	.op_kernel = libaio_op_kernel,

@@ -937,6 +937,17 @@ static void threads_reap(struct afio_engine *e)
 		afio_req_done(r, r->res);
 }
 
+static bool threads_ready(const struct afio_engine *e)
+{
+	struct pool *p = e->priv;
+	bool ready;
+
+	pthread_mutex_lock(&p->lock);
+	ready = p->finished.head;
+	pthread_mutex_unlock(&p->lock);
+	return ready;
+}
+
 /* The next finished request writes the eventfd again. */
 static void threads_expect_wakeup(struct afio_engine *e)
 {
@@ -1157,6 +1168,7 @@ const struct afio_backend_ops afio_backend_threads = {
 	.forget = threads_forget,
 	.submit = threads_submit,
 	.reap = threads_reap,
+	.ready = threads_ready,
 	.expect_wakeup = threads_expect_wakeup,
 	.cancel = threads_cancel,
 	.describe = threads_describe,

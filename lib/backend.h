@@ -81,6 +81,12 @@ struct afio_backend_ops {
 	   make it readable.  Engines whose every completion does need none. */
 	void (*expect_wakeup)(struct afio_engine *e);
 
+	/* Optional: whether a reap would find something now.  A hint for
+	   the eventfd, which such completions made readable (or will, from a
+	   worker that is telling), so it must not claim what is not there;
+	   without it the core reads the eventfd before each look. */
+	bool (*ready)(const struct afio_engine *e);
+
 	/* Optional: block up to timeout_ms (-1: no limit) until reap would find
 	   something.  Without it the core waits on the context's eventfd. */
 	int (*wait)(struct afio_engine *e, int timeout_ms);
@@ -164,6 +170,9 @@ void afio_route_to_pool(struct afio_engine *from, struct afio_req *r);
 /* The context's eventfd, which every engine makes readable when it has
    completions for reap. */
 int afio_ctx_eventfd(const struct afio_ctx *ctx);
+/* Read it empty; an engine does so only through this, which the core's
+   record of the eventfd (lib/queue.c, "evfd_up") needs to stay true. */
+void afio_ctx_clear_eventfd(struct afio_ctx *ctx);
 enum afio_mode afio_ctx_mode(const struct afio_ctx *ctx);
 unsigned afio_ctx_flags(const struct afio_ctx *ctx);
 unsigned afio_ctx_entries(const struct afio_ctx *ctx);

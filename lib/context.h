@@ -34,6 +34,7 @@ struct afio_ctx {
 	int evfd;
 	bool in_poll;
 	bool evfd_exported;		/* afio_eventfd() was called */
+	bool evfd_up;			/* known readable: not read since signaled (lib/queue.c) */
 	bool closing;
 	bool destroy_deferred;		/* afio_destroy() from a callback of afio_poll() */
 	unsigned fork_gen;		/* afio_fork_gen when created */

@@ -53,7 +53,16 @@ static void signal_eventfd(struct afio_ctx *ctx)
 {
 	uint64_t one = 1;
 
+	ctx->evfd_up = true;
 	(void)!write(ctx->evfd, &one, sizeof(one));
+}
+
+void afio_ctx_clear_eventfd(struct afio_ctx *ctx)
+{
+	uint64_t v;
+
+	ctx->evfd_up = false;
+	(void)!read(ctx->evfd, &v, sizeof(v));
 }
 
 /* The most bytes r may report: what it asked for; SIZE_MAX for an op whose
@@ -257,27 +266,38 @@ static void reap_engines(struct afio_ctx *ctx)
 		ctx->pool.ops->reap(&ctx->pool);
 }
 
-/* Clear the eventfd, then look: a completion after the read signals again. */
-static void clear_and_reap(struct afio_ctx *ctx)
+static void expect_wakeups(struct afio_ctx *ctx)
 {
-	uint64_t v;
-
-	(void)!read(ctx->evfd, &v, sizeof(v));
 	if (ctx->primary.ops->expect_wakeup)
 		ctx->primary.ops->expect_wakeup(&ctx->primary);
 	if (ctx->pool.ops && ctx->pool.ops->expect_wakeup)
 		ctx->pool.ops->expect_wakeup(&ctx->pool);
+}
+
+/* Clear the eventfd, then look: a completion after the read signals again. */
+static void clear_and_reap(struct afio_ctx *ctx)
+{
+	afio_ctx_clear_eventfd(ctx);
+	expect_wakeups(ctx);
 	reap_engines(ctx);
 }
 
 /*
  * An eventfd nobody else watches is cleared only before the owner sleeps
  * on it: while afio_poll() keeps finding work, completions cost no eventfd
- * write or read.  One the application watches is cleared before every
- * look, so that it is readable exactly while completions wait; with
- * AFIO_LAZY_EVENTFD only by a poll that found nothing (afio_poll() calls
- * clear_and_reap() then): it may stay readable with nothing to collect,
- * never the other way round, for a read fewer per round of a busy loop.
+ * write or read.
+ *
+ * One the application watches is readable whenever completions wait, and
+ * each afio_poll() that leaves some waiting leaves a write (the kernel's,
+ * a worker's or its own) made after it began, for an edge-triggered
+ * epoll.  It need not be read before every look: evfd_up says that it is
+ * readable (signaled, not read since), and a look then only asks the
+ * engines for their next wake-up; afio_poll() reads it on the way out
+ * when it was not read and nothing waits any more (settle_eventfd()).  A
+ * busy loop, whose every round leaves completions for the next, thus
+ * reads it once when the burst ends, not once a round.  With
+ * AFIO_LAZY_EVENTFD only a poll that found nothing clears it: it may
+ * stay readable with nothing to collect, never the other way round.
  */
 static bool lazy_eventfd(const struct afio_ctx *ctx)
 {
@@ -286,10 +306,46 @@ static bool lazy_eventfd(const struct afio_ctx *ctx)
 
 static void reap(struct afio_ctx *ctx)
 {
-	if (ctx->evfd_exported && !lazy_eventfd(ctx))
-		clear_and_reap(ctx);
-	else
+	if (!ctx->evfd_exported || lazy_eventfd(ctx)) {
 		reap_engines(ctx);
+	} else if (ctx->evfd_up) {
+		expect_wakeups(ctx);
+		reap_engines(ctx);
+	} else {
+		clear_and_reap(ctx);
+	}
+}
+
+static bool engine_ready(const struct afio_engine *e)
+{
+	return e->ops && e->ops->ready && e->ops->ready(e);
+}
+
+/* Something afio_poll() would run at once: the eventfd must say so. */
+static bool work_waits(const struct afio_ctx *ctx)
+{
+	return ctx->done.head || ctx->primary.held || engine_ready(&ctx->primary) ||
+	       engine_ready(&ctx->pool);
+}
+
+/*
+ * The way out of afio_poll(), application watching: what the engines hold
+ * was posted since the look that took everything before it, and signaled
+ * when posted; what the core holds (results of the last round, a CQE held
+ * behind a callback) it signals itself.
+ */
+static void settle_eventfd(struct afio_ctx *ctx, unsigned ran)
+{
+	if (lazy_eventfd(ctx)) {
+		if (!ran)
+			clear_and_reap(ctx);
+	} else if (work_waits(ctx)) {
+		ctx->evfd_up = true;
+	} else if (ctx->evfd_up) {
+		clear_and_reap(ctx);
+	}
+	if (ctx->done.head || ctx->primary.held)
+		signal_eventfd(ctx);
 }
 
 void afio_export_eventfd(struct afio_ctx *ctx)
@@ -413,7 +469,7 @@ static int wait_some(struct afio_ctx *ctx, int timeout_ms)
 	/* The engine's own wait cannot see the pool, so use it only alone. */
 	if (e->ops->wait && !ctx->pool.handed)
 		return e->ops->wait(e, timeout_ms);
-	if (!ctx->evfd_exported || lazy_eventfd(ctx)) {
+	if (!ctx->evfd_exported || lazy_eventfd(ctx) || ctx->evfd_up) {
 		clear_and_reap(ctx);
 		if (ctx->done.head)
 			return 0;
@@ -471,15 +527,13 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 	/* What the callbacks queued goes now, not at some later call. */
 	if (ret >= 0)
 		ret = flush(ctx);
-	if (!ran && ctx->evfd_exported && lazy_eventfd(ctx) && !ctx->destroy_deferred)
-		clear_and_reap(ctx);
+	if (ctx->evfd_exported && !ctx->destroy_deferred)
+		settle_eventfd(ctx, ran);
 	ctx->in_poll = false;
 	if (ctx->destroy_deferred) {
 		afio_destroy(ctx);
 		return (int)ran;
 	}
-	if ((ctx->done.head || ctx->primary.held) && ctx->evfd_exported)
-		signal_eventfd(ctx);
 	if (ran)
 		return (int)ran;
 	return ret < 0 ? ret : 0;

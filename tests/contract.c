@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -1055,6 +1056,104 @@ START_TEST(test_lazy_eventfd)
 }
 END_TEST
 
+/*
+ * An event loop on an edge-triggered epoll that calls afio_poll(ctx, 0, 0)
+ * once per wake-up, the strictest there is: every round of chains that
+ * submit their next request from the callback must give it a new edge,
+ * though the eventfd is read once when a burst ends, not before each look
+ * (nops: the kernel's CQEs or the core's; file reads: also the pool's
+ * workers, whose results come in while other callbacks run).  When the
+ * chains are over the eventfd goes quiet: at once after nops, within a
+ * few empty polls after reads (a worker may tell of a result after the
+ * poll that ran it).
+ */
+#define CHAINS 4
+#define CHAIN_LENGTH 500
+#define CHAIN_SILENCE_MS 10000	/* far more than a round takes: an edge was lost */
+
+struct evfd_chain {
+	afio_ctx *ctx;
+	int fd;			/* -1: nops */
+	char buf[512];
+	int left;
+	ssize_t res;
+};
+
+static int evfd_chain_issue(struct evfd_chain *c);
+
+static void evfd_chain_step(void *data, ssize_t res)
+{
+	struct evfd_chain *c = data;
+
+	if (res < 0 && !c->res)
+		c->res = res;
+	if (--c->left > 0)
+		ck_assert_int_eq(evfd_chain_issue(c), 0);
+	/* Long enough for another chain's read to finish meanwhile. */
+	if (c->fd >= 0)
+		usleep(100);
+}
+
+static int evfd_chain_issue(struct evfd_chain *c)
+{
+	if (c->fd < 0)
+		return afio_nop(c->ctx, evfd_chain_step, c);
+	return afio_read(c->ctx, c->fd, c->buf, sizeof(c->buf), 0, evfd_chain_step, c);
+}
+
+static int chains_left(const struct evfd_chain *c)
+{
+	int left = 0;
+
+	for (int i = 0; i < CHAINS; i++)
+		left += c[i].left;
+	return left;
+}
+
+static void run_chains_edge_triggered(int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET }, out;
+	struct evfd_chain c[CHAINS];
+	afio_ctx *ctx = new_ctx(0);
+	int ep = epoll_create1(EPOLL_CLOEXEC), efd = afio_eventfd(ctx), empty = 0;
+
+	ck_assert_int_ge(ep, 0);
+	ck_assert_int_ge(efd, 0);
+	ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev), 0);
+	for (int i = 0; i < CHAINS; i++) {
+		c[i] = (struct evfd_chain){ .ctx = ctx, .fd = fd, .left = CHAIN_LENGTH };
+		ck_assert_int_eq(evfd_chain_issue(&c[i]), 0);
+	}
+	ck_assert_int_ge(afio_submit(ctx), 0);
+	while (chains_left(c)) {
+		ck_assert_msg(epoll_wait(ep, &out, 1, CHAIN_SILENCE_MS) == 1,
+			      "no edge for %d ms with %d of %d requests to go",
+			      CHAIN_SILENCE_MS, chains_left(c), CHAINS * CHAIN_LENGTH);
+		ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	}
+	for (int i = 0; i < CHAINS; i++)
+		ck_assert_int_eq(c[i].res, 0);
+	if (fd < 0)
+		ck_assert(!fd_readable(efd));
+	while (fd_readable(efd) && empty++ < 3)
+		ck_assert_int_eq(afio_poll(ctx, 0, 0), 0);
+	ck_assert(!fd_readable(efd));
+	close(ep);
+	afio_destroy(ctx);
+}
+
+START_TEST(test_eventfd_edge_triggered_chains)
+{
+	int fd = new_file();
+	char block[512] = { 1 };
+
+	ck_assert_int_eq(pwrite(fd, block, sizeof(block), 0), (ssize_t)sizeof(block));
+	run_chains_edge_triggered(-1);
+	run_chains_edge_triggered(fd);
+	close(fd);
+}
+END_TEST
+
 #define MANY_READS 20000
 #define MANY_ENTRIES 64
 #define MANY_BLOCKS 256
@@ -1650,6 +1749,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(queue, test_full_queue);
 	tcase_add_test(queue, test_eventfd);
 	tcase_add_test(queue, test_lazy_eventfd);
+	tcase_add_test(queue, test_eventfd_edge_triggered_chains);
 	tcase_add_test(queue, test_many_reads);
 	tcase_add_test(queue, test_resubmit_from_callback);
 	tcase_add_test(queue, test_cancel_writes_to_one_file);

@@ -392,14 +392,20 @@ static int wait_on_eventfd(struct afio_engine *e, int timeout_ms)
 {
 	struct uring *u = e->priv;
 	struct pollfd pfd = { .fd = afio_ctx_eventfd(e->ctx), .events = POLLIN };
-	uint64_t v;
 
 	if (io_uring_cq_ready(&u->ring))
 		return 0;
 	if (poll(&pfd, 1, timeout_ms) < 0)
 		return -errno;
-	(void)!read(pfd.fd, &v, sizeof(v));
+	afio_ctx_clear_eventfd(e->ctx);
 	return 0;
+}
+
+static bool uring_ready(const struct afio_engine *e)
+{
+	const struct uring *u = e->priv;
+
+	return io_uring_cq_ready(&u->ring);
 }
 
 static int uring_wait(struct afio_engine *e, int timeout_ms)
@@ -460,6 +466,7 @@ const struct afio_backend_ops afio_backend_io_uring = {
 	.forget = uring_forget,
 	.submit = uring_submit,
 	.reap = uring_reap,
+	.ready = uring_ready,
 	.wait = uring_wait,
 	.cancel = uring_cancel,
 	.describe = uring_describe,
