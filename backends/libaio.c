@@ -778,8 +778,6 @@ static int libaio_init(struct afio_engine *e, const struct afio_config *cfg,
 		free_laio(a);
 		return -ENOMEM;
 	}
-	for (unsigned i = 0; i < n; i++)
-		afio_sock_hold_init(&a->slots[i].hold);
 	ret = setup_io(n, &a->io, reason, len);
 	if (ret) {
 		free_laio(a);

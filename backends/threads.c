@@ -74,7 +74,7 @@ struct slot {
 	uint8_t where;
 	bool cancel;
 	struct afio_sock_hold hold;	/* its socket, once it had to wait */
-	bool in_set;		/* hold.fd is in the epoll set, maybe spent */
+	bool in_set;		/* the hold's fd is in the epoll set, maybe spent */
 	uint8_t lane;		/* the write lane it goes through, or NO_LANE */
 	struct worker *worker;
 	uint64_t deadline;	/* W_TIMER: CLOCK_MONOTONIC ns */
@@ -301,7 +301,7 @@ static int sock_fd(const struct slot *s, const struct afio_req *r)
 static void unwatch_locked(struct pool *p, struct slot *s)
 {
 	if (s->in_set)
-		epoll_ctl(p->epfd, EPOLL_CTL_DEL, s->hold.fd, NULL);
+		epoll_ctl(p->epfd, EPOLL_CTL_DEL, afio_sock_held_fd(&s->hold), NULL);
 	s->in_set = false;
 }
 
@@ -404,7 +404,7 @@ static int watch_locked(struct pool *p, struct afio_req *r)
 		return ret;
 	/* A one-shot registration that fired stays in the set, disabled. */
 	op = s->in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-	if (epoll_ctl(p->epfd, op, s->hold.fd, &ev) < 0) {
+	if (epoll_ctl(p->epfd, op, afio_sock_held_fd(&s->hold), &ev) < 0) {
 		if (!s->hold.borrowed)
 			return -errno;
 		/* Not in the set now, whichever op failed. */

@@ -184,15 +184,23 @@ void afio_count_nowait(struct afio_ctx *ctx);
 
 /* The rules (who owns it, when it goes, fork) are at afio_sock_hold(). */
 struct afio_sock_hold {
-	int fd;		/* what the request waits and transfers on; -1: nothing */
-	int borrowed;	/* 0: fd is a dup; -EMFILE or -ENFILE: none could be
-			   made, and fd is r->fd itself */
+	/* What the request waits and transfers on, plus one: 0 is nothing,
+	   so that zeroed slots, never touched until used, hold nothing. */
+	int fd_plus1;
+	int borrowed;	/* 0: the fd is a dup; -EMFILE or -ENFILE: none could
+			   be made, and it is r->fd itself */
 };
 
 static inline void afio_sock_hold_init(struct afio_sock_hold *h)
 {
-	h->fd = -1;
+	h->fd_plus1 = 0;
 	h->borrowed = 0;
+}
+
+/* The fd h holds; only while it holds one. */
+static inline int afio_sock_held_fd(const struct afio_sock_hold *h)
+{
+	return h->fd_plus1 - 1;
 }
 
 /* Binds r to its socket, once: 0 when h holds a dup, h->borrowed when it
@@ -203,7 +211,7 @@ int afio_sock_hold(struct afio_sock_hold *h, const struct afio_req *r);
 /* The fd to wait and transfer on: the held one, else r->fd. */
 static inline int afio_sock_hold_fd(const struct afio_sock_hold *h, const struct afio_req *r)
 {
-	return h->fd >= 0 ? h->fd : r->fd;
+	return h->fd_plus1 ? afio_sock_held_fd(h) : r->fd;
 }
 
 /* Closes the dup, if any; h holds nothing after. */

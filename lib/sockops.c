@@ -403,23 +403,23 @@ int afio_sock_hold(struct afio_sock_hold *h, const struct afio_req *r)
 {
 	int fd;
 
-	if (h->fd >= 0)
+	if (h->fd_plus1)
 		return h->borrowed;
 	fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
 	if (fd >= 0) {
-		h->fd = fd;
+		h->fd_plus1 = fd + 1;
 		return 0;
 	}
 	if (errno != EMFILE && errno != ENFILE)
 		return -errno;
-	h->fd = r->fd;
+	h->fd_plus1 = r->fd + 1;
 	h->borrowed = -errno;
 	return h->borrowed;
 }
 
 void afio_sock_release(struct afio_sock_hold *h)
 {
-	if (h->fd >= 0 && !h->borrowed)
-		close(h->fd);
+	if (h->fd_plus1 && !h->borrowed)
+		close(afio_sock_held_fd(h));
 	afio_sock_hold_init(h);
 }
