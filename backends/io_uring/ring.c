@@ -284,6 +284,12 @@ static enum shot_cqe native_shot_cqe(struct uring *u, struct afio_req *r,
 	return SHOT_LAST;
 }
 
+/* Ops whose CQE may not end them even when it is no error: a sendfile's
+   splices, a pooled receive's buffer, a connect's wait for POLLOUT. */
+#define OPS_WITH_STEPS	(1ull << AFIO_OP_SENDFILE | 1ull << AFIO_OP_RECV_POOL | \
+			 1ull << AFIO_OP_CONNECT)
+_Static_assert(AFIO_OP_COUNT <= 64, "OPS_WITH_STEPS is one bit per op");
+
 /* False: cqe stays in the CQ for now (native_shot_cqe()). */
 static bool complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 {
@@ -314,6 +320,11 @@ static bool complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 			return how == SHOT_TAKEN;
 	}
 	u->cqes_owed--;
+	if (__builtin_expect(res >= 0 && !(OPS_WITH_STEPS >> r->op & 1), 1)) {
+		release_slot(u, r);
+		afio_req_done(r, res);
+		return true;
+	}
 	if (r->op == AFIO_OP_SENDFILE) {
 		sendfile_cqe(u, r, ud, cqe->res);
 		return true;
