@@ -137,7 +137,7 @@ static void usage(FILE *f)
 "  --threads N        thread-pool workers (default 4)\n"
 "  --sqpoll           io_uring: AFIO_SQPOLL\n"
 "  --lazy-eventfd     AFIO_LAZY_EVENTFD: the eventfd is cleared only by a poll\n"
-"                     that finds nothing, not at every poll\n"
+"                     that finds nothing\n"
 "  --submit-each      afio_submit() after every request, as fio submits by\n"
 "                     default; without it what a poll round queues goes in\n"
 "                     one batch when afio_poll() returns\n"
@@ -590,7 +590,8 @@ static void on_opened(void *data, ssize_t res)
  */
 static int run_library(struct bench *b)
 {
-	/* Exported, the eventfd is read at every poll: only when waited on. */
+	/* Exported, as a server's loop has it; it waits on it only when a
+	   poll found nothing. */
 	struct pollfd pfd = { .fd = b->wait_in_poll ? 0 : afio_eventfd(b->ctx),
 			      .events = POLLIN };
 	unsigned idle_after_cancel = 0;

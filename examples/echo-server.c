@@ -696,8 +696,8 @@ int main(int argc, char **argv)
 		[OPT_EVENTFD] = {
 			.name = "eventfd",
 			.help = "  --eventfd exact|lazy\n"
-				"                 lazy: AFIO_LAZY_EVENTFD, no eventfd read per "
-				"busy round (default exact)\n",
+				"                 lazy: AFIO_LAZY_EVENTFD, the eventfd cleared "
+				"only by a poll that finds nothing (default exact)\n",
 		},
 	};
 	struct echo echo = { .max_conn = DEFAULT_MAX_CONN, .buf_size = DEFAULT_BUF_SIZE };
