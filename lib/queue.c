@@ -344,6 +344,10 @@ static void settle_eventfd(struct afio_ctx *ctx, unsigned ran)
 	} else if (ctx->evfd_up) {
 		clear_and_reap(ctx);
 	}
+	/* What that reap queued again (a pooled receive whose socket had
+	   nothing after all) goes now: nothing may wake a poll for it. */
+	if (ctx->requeued)
+		(void)flush(ctx);
 	if (ctx->done.head || ctx->primary.held)
 		signal_eventfd(ctx);
 }

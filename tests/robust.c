@@ -8,12 +8,14 @@
  * meson runs it once per backend and mode (argv).
  */
 #include <check.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1564,6 +1567,153 @@ static void release_unparks(bool from_callback)
 	end_with_pairs(ctx, sa, sb);
 }
 
+/*
+ * A pooled receive whose socket was readable, but whose bytes another
+ * thread took before the core could read them, waits again: it is queued
+ * once more.  When that happens in the reap on the way out of afio_poll()
+ * (the eventfd read there, then a look), after the poll's last submit, it
+ * must still reach its engine: nothing else would wake a loop for it, and
+ * the next byte would never come.  The window is widened by slowing the
+ * owner's eventfd reads (this file's read() stands in for libc's) while a
+ * thread writes a byte and takes it back, over and over.
+ */
+static int slow_read_fd = -1;
+static pid_t slow_read_tid;
+static atomic_bool slow_reads;
+
+ssize_t read(int fd, void *buf, size_t n)
+{
+	static ssize_t (*libc_read)(int, void *, size_t);
+
+	if (!libc_read)
+		libc_read = (ssize_t (*)(int, void *, size_t))dlsym(RTLD_NEXT, "read");
+	if (fd == slow_read_fd && atomic_load(&slow_reads) &&
+	    (pid_t)syscall(SYS_gettid) == slow_read_tid)
+		usleep(1000);
+	return libc_read(fd, buf, n);
+}
+
+struct thief {
+	int sv[2];
+	atomic_bool taking, idle, stop;
+};
+
+static void *take_back_bytes(void *arg)
+{
+	struct thief *t = arg;
+	char byte = 't', sink[64];
+
+	while (!atomic_load(&t->stop)) {
+		if (!atomic_load(&t->taking)) {
+			atomic_store(&t->idle, true);
+			usleep(50);
+			continue;
+		}
+		(void)!write(t->sv[0], &byte, 1);
+		usleep(30);
+		(void)!recv(t->sv[1], sink, sizeof(sink), MSG_DONTWAIT);
+		usleep(100);
+	}
+	return NULL;
+}
+
+struct requeued_recv {
+	afio_ctx *ctx;
+	unsigned pool;
+	bool armed;
+	int calls;
+	ssize_t first_error;
+};
+
+static void on_requeued_recv(void *data, ssize_t res, unsigned flags)
+{
+	struct requeued_recv *q = data;
+
+	q->armed = false;
+	q->calls++;
+	if (flags & AFIO_CQE_BUFFER)
+		ck_assert_int_eq(afio_buf_release(q->ctx, q->pool, afio_cqe_buf(flags)), 0);
+	else if (res < 0 && !q->first_error)
+		q->first_error = res;
+}
+
+static int wait_edge(int ep, int timeout_ms)
+{
+	struct epoll_event out;
+	int n;
+
+	do
+		n = epoll_wait(ep, &out, 1, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+#define REQUEUE_ROUNDS 60
+#define REQUEUE_SILENCE_MS 10000
+
+START_TEST(test_pooled_recv_requeued_on_the_way_out)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
+	struct requeued_recv q = { .ctx = new_ctx(0) };
+	struct tu_done nop;
+	struct thief t;
+	pthread_t thread;
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	ck_assert_int_ge(ep, 0);
+	ck_assert_int_eq(afio_bufpool_create(q.ctx, 4, 64, &q.pool), 0);
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, t.sv), 0);
+	slow_read_fd = afio_eventfd(q.ctx);
+	slow_read_tid = (pid_t)syscall(SYS_gettid);
+	ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_ADD, slow_read_fd, &ev), 0);
+	ck_assert_int_eq(pthread_create(&thread, NULL, take_back_bytes, &t), 0);
+	for (int round = 0; round < REQUEUE_ROUNDS; round++) {
+		int calls;
+
+		if (!q.armed) {
+			ck_assert_int_eq(afio_recv_pooled(q.ctx, t.sv[1], q.pool, 0, 0,
+							  on_requeued_recv, &q), 0);
+			q.armed = true;
+		}
+		/* Finished outside afio_poll(): the eventfd is known readable. */
+		memset(&nop, 0, sizeof(nop));
+		ck_assert_int_eq(afio_nop(q.ctx, tu_on_done, &nop), 0);
+		ck_assert_int_ge(afio_submit(q.ctx), 0);
+		atomic_store(&t.idle, false);
+		atomic_store(&t.taking, true);
+		atomic_store(&slow_reads, true);
+		while (!nop.calls) {
+			ck_assert_msg(wait_edge(ep, REQUEUE_SILENCE_MS) == 1,
+				      "round %d: no edge for the nop", round);
+			ck_assert_int_ge(afio_poll(q.ctx, 0, 0), 0);
+		}
+		atomic_store(&slow_reads, false);
+		atomic_store(&t.taking, false);
+		while (!atomic_load(&t.idle))
+			usleep(20);
+		if (!q.armed)
+			continue;
+		/* A byte nobody takes: the receive, armed, must get it. */
+		calls = q.calls;
+		ck_assert_int_eq(write(t.sv[0], "b", 1), 1);
+		while (q.calls == calls) {
+			ck_assert_msg(wait_edge(ep, REQUEUE_SILENCE_MS) == 1,
+				      "round %d: the pooled receive never got its byte", round);
+			ck_assert_int_ge(afio_poll(q.ctx, 0, 0), 0);
+		}
+	}
+	atomic_store(&t.stop, true);
+	pthread_join(thread, NULL);
+	ck_assert_int_eq(q.first_error, 0);
+	afio_destroy(q.ctx);
+	slow_read_fd = -1;
+	close(t.sv[0]);
+	close(t.sv[1]);
+	close(ep);
+}
+END_TEST
+
 START_TEST(test_buf_release_unparks)
 {
 	release_unparks(true);
@@ -1696,6 +1846,7 @@ static Suite *robust_suite(void)
 	tcase_add_test(pools, test_multishot_accept_without_fds);
 	tcase_add_test(pools, test_pooled_recv_on_closed_fd);
 	tcase_add_test(pools, test_buf_release_unparks);
+	tcase_add_test(pools, test_pooled_recv_requeued_on_the_way_out);
 	tcase_add_test(pools, test_buf_release_of_other_pool_range);
 	tcase_add_test(pools, test_cancel_multishot_whose_result_waits);
 	suite_add_tcase(s, pools);
