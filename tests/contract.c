@@ -1110,19 +1110,6 @@ static int chains_left(const struct evfd_chain *c)
 	return left;
 }
 
-/* io_uring's task work interrupts a sleep (TIF_NOTIFY_SIGNAL): -EINTR,
-   as a signal would, and a loop waits again. */
-static int wait_edge(int ep, int timeout_ms)
-{
-	struct epoll_event out;
-	int n;
-
-	do
-		n = epoll_wait(ep, &out, 1, timeout_ms);
-	while (n < 0 && errno == EINTR);
-	return n;
-}
-
 static void run_chains_edge_triggered(int fd)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLET };
@@ -1139,7 +1126,7 @@ static void run_chains_edge_triggered(int fd)
 	}
 	ck_assert_int_ge(afio_submit(ctx), 0);
 	while (chains_left(c)) {
-		ck_assert_msg(wait_edge(ep, CHAIN_SILENCE_MS) == 1,
+		ck_assert_msg(tu_wait_edge(ep, CHAIN_SILENCE_MS) == 1,
 			      "no edge for %d ms with %d of %d requests to go",
 			      CHAIN_SILENCE_MS, chains_left(c), CHAINS * CHAIN_LENGTH);
 		ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);

@@ -1637,17 +1637,6 @@ static void on_requeued_recv(void *data, ssize_t res, unsigned flags)
 		q->first_error = res;
 }
 
-static int wait_edge(int ep, int timeout_ms)
-{
-	struct epoll_event out;
-	int n;
-
-	do
-		n = epoll_wait(ep, &out, 1, timeout_ms);
-	while (n < 0 && errno == EINTR);
-	return n;
-}
-
 #define REQUEUE_ROUNDS 60
 #define REQUEUE_SILENCE_MS 10000
 
@@ -1684,7 +1673,7 @@ START_TEST(test_pooled_recv_requeued_on_the_way_out)
 		atomic_store(&t.taking, true);
 		atomic_store(&slow_reads, true);
 		while (!nop.calls) {
-			ck_assert_msg(wait_edge(ep, REQUEUE_SILENCE_MS) == 1,
+			ck_assert_msg(tu_wait_edge(ep, REQUEUE_SILENCE_MS) == 1,
 				      "round %d: no edge for the nop", round);
 			ck_assert_int_ge(afio_poll(q.ctx, 0, 0), 0);
 		}
@@ -1698,7 +1687,7 @@ START_TEST(test_pooled_recv_requeued_on_the_way_out)
 		calls = q.calls;
 		ck_assert_int_eq(write(t.sv[0], "b", 1), 1);
 		while (q.calls == calls) {
-			ck_assert_msg(wait_edge(ep, REQUEUE_SILENCE_MS) == 1,
+			ck_assert_msg(tu_wait_edge(ep, REQUEUE_SILENCE_MS) == 1,
 				      "round %d: the pooled receive never got its byte", round);
 			ck_assert_int_ge(afio_poll(q.ctx, 0, 0), 0);
 		}

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -554,6 +555,17 @@ int tu_closed_fd(void)
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	return fd;
+}
+
+int tu_wait_edge(int ep, int timeout_ms)
+{
+	struct epoll_event out;
+	int n;
+
+	do
+		n = epoll_wait(ep, &out, 1, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	return n;
 }
 
 bool tu_wait_readable(int fd)

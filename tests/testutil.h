@@ -226,6 +226,9 @@ int tu_closed_fd(void);
 
 /* Whether fd becomes readable within TU_HANG_MS. */
 bool tu_wait_readable(int fd);
+/* epoll_wait() for one event, again after -EINTR (io_uring's task work
+   interrupts a sleep as a signal would): 1, 0 on the timeout, -1. */
+int tu_wait_edge(int ep, int timeout_ms);
 
 void tu_set_nonblock(int fd, bool nonblock);
 
