@@ -297,7 +297,9 @@ static void clear_and_reap(struct afio_ctx *ctx)
  * busy loop, whose every round leaves completions for the next, thus
  * reads it once when the burst ends, not once a round.  With
  * AFIO_LAZY_EVENTFD only a poll that found nothing clears it: it may
- * stay readable with nothing to collect, never the other way round.
+ * stay readable with nothing to collect, never the other way round; each
+ * look still asks for the engines' next wake-up, so that the edges come
+ * as without it.
  */
 static bool lazy_eventfd(const struct afio_ctx *ctx)
 {
@@ -306,9 +308,9 @@ static bool lazy_eventfd(const struct afio_ctx *ctx)
 
 static void reap(struct afio_ctx *ctx)
 {
-	if (!ctx->evfd_exported || lazy_eventfd(ctx)) {
+	if (!ctx->evfd_exported) {
 		reap_engines(ctx);
-	} else if (ctx->evfd_up) {
+	} else if (ctx->evfd_up || lazy_eventfd(ctx)) {
 		expect_wakeups(ctx);
 		reap_engines(ctx);
 	} else {
