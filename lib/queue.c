@@ -477,7 +477,8 @@ static int wait_some(struct afio_ctx *ctx, int timeout_ms)
 		return e->ops->wait(e, timeout_ms);
 	if (!ctx->evfd_exported || lazy_eventfd(ctx) || ctx->evfd_up) {
 		clear_and_reap(ctx);
-		if (ctx->done.head)
+		/* What the reap queued again must go before the sleep. */
+		if (ctx->done.head || ctx->requeued)
 			return 0;
 	}
 	if (poll(&pfd, 1, timeout_ms) < 0)

@@ -1577,9 +1577,10 @@ static void release_unparks(bool from_callback)
  * owner's eventfd reads (this file's read() stands in for libc's) while a
  * thread writes a byte and takes it back, over and over.
  */
+#define ANY_EVENTFD (-2)	/* a context's own, not exported: an 8-byte read */
 static int slow_read_fd = -1;
 static pid_t slow_read_tid;
-static atomic_bool slow_reads;
+static atomic_bool slow_reads, in_slow_read;
 
 ssize_t read(int fd, void *buf, size_t n)
 {
@@ -1587,9 +1588,12 @@ ssize_t read(int fd, void *buf, size_t n)
 
 	if (!libc_read)
 		libc_read = (ssize_t (*)(int, void *, size_t))dlsym(RTLD_NEXT, "read");
-	if (fd == slow_read_fd && atomic_load(&slow_reads) &&
-	    (pid_t)syscall(SYS_gettid) == slow_read_tid)
+	if ((fd == slow_read_fd || (slow_read_fd == ANY_EVENTFD && n == sizeof(uint64_t))) &&
+	    atomic_load(&slow_reads) &&
+	    (pid_t)syscall(SYS_gettid) == slow_read_tid) {
+		atomic_store(&in_slow_read, true);
 		usleep(1000);
+	}
 	return libc_read(fd, buf, n);
 }
 
@@ -1700,6 +1704,78 @@ START_TEST(test_pooled_recv_requeued_on_the_way_out)
 	close(t.sv[0]);
 	close(t.sv[1]);
 	close(ep);
+}
+END_TEST
+
+/*
+ * The same, for a program that waits in afio_poll(ctx, 1, timeout), the
+ * eventfd its own: the reap just before the poll sleeps on it may queue
+ * the receive again, and it must go before the sleep, or the byte that
+ * comes next wakes nothing.  While the owner's eventfd read is held up,
+ * another thread makes the socket readable and takes the byte back; then
+ * it sends one that stays.
+ */
+struct late_byte {
+	int *sv;
+};
+
+static void *steal_then_send(void *arg)
+{
+	struct late_byte *l = arg;
+	char sink[8];
+
+	while (!atomic_load(&in_slow_read))
+		usleep(10);
+	(void)!write(l->sv[0], "s", 1);
+	usleep(300);		/* the pool sees it readable and tells the owner */
+	(void)!recv(l->sv[1], sink, sizeof(sink), MSG_DONTWAIT);
+	usleep(3000);		/* the owner's reap, then its sleep */
+	(void)!write(l->sv[0], "k", 1);
+	return NULL;
+}
+
+#define LATE_BYTE_ROUNDS 20
+
+START_TEST(test_pooled_recv_requeued_before_the_sleep)
+{
+	struct requeued_recv q;
+	struct late_byte l;
+	pthread_t thread;
+	char sink[64];
+	int sv[2];
+
+	/* io_uring waits in the kernel, on a receive from its buffer ring. */
+	if (target_backend == AFIO_BACKEND_IO_URING)
+		return;
+	q = (struct requeued_recv){ .ctx = new_ctx(0) };
+	ck_assert_int_eq(afio_bufpool_create(q.ctx, 4, 64, &q.pool), 0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+	l.sv = sv;
+	slow_read_fd = ANY_EVENTFD;
+	slow_read_tid = (pid_t)syscall(SYS_gettid);
+	for (int round = 0; round < LATE_BYTE_ROUNDS; round++) {
+		int calls = q.calls;
+
+		while (recv(sv[1], sink, sizeof(sink), MSG_DONTWAIT) > 0)
+			;
+		ck_assert_int_eq(afio_recv_pooled(q.ctx, sv[1], q.pool, 0, 0, on_requeued_recv, &q), 0);
+		ck_assert_int_ge(afio_submit(q.ctx), 0);
+		atomic_store(&in_slow_read, false);
+		atomic_store(&slow_reads, true);
+		ck_assert_int_eq(pthread_create(&thread, NULL, steal_then_send, &l), 0);
+		while (q.calls == calls && afio_poll(q.ctx, 1, REQUEUE_SILENCE_MS) > 0)
+			;
+		atomic_store(&slow_reads, false);
+		atomic_store(&in_slow_read, true);	/* a thread still waiting goes on */
+		pthread_join(thread, NULL);
+		ck_assert_msg(q.calls > calls, "round %d: a poll slept with the receive queued "
+			      "and its byte there", round);
+	}
+	ck_assert_int_eq(q.first_error, 0);
+	afio_destroy(q.ctx);
+	slow_read_fd = -1;
+	close(sv[0]);
+	close(sv[1]);
 }
 END_TEST
 
@@ -1836,6 +1912,7 @@ static Suite *robust_suite(void)
 	tcase_add_test(pools, test_pooled_recv_on_closed_fd);
 	tcase_add_test(pools, test_buf_release_unparks);
 	tcase_add_test(pools, test_pooled_recv_requeued_on_the_way_out);
+	tcase_add_test(pools, test_pooled_recv_requeued_before_the_sleep);
 	tcase_add_test(pools, test_buf_release_of_other_pool_range);
 	tcase_add_test(pools, test_cancel_multishot_whose_result_waits);
 	suite_add_tcase(s, pools);
