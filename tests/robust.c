@@ -1578,23 +1578,26 @@ static void release_unparks(bool from_callback)
  * thread writes a byte and takes it back, over and over.
  */
 #define ANY_EVENTFD (-2)	/* a context's own, not exported: an 8-byte read */
-static int slow_read_fd = -1;
-static pid_t slow_read_tid;
+/* Workers call read() too: all of it atomic. */
+static atomic_int slow_read_fd = -1, slow_read_tid;
 static atomic_bool slow_reads, in_slow_read;
+static ssize_t (*_Atomic libc_read)(int, void *, size_t);
 
 ssize_t read(int fd, void *buf, size_t n)
 {
-	static ssize_t (*libc_read)(int, void *, size_t);
+	ssize_t (*real)(int, void *, size_t) = atomic_load(&libc_read);
+	int slow_fd = atomic_load(&slow_read_fd);
 
-	if (!libc_read)
-		libc_read = (ssize_t (*)(int, void *, size_t))dlsym(RTLD_NEXT, "read");
-	if ((fd == slow_read_fd || (slow_read_fd == ANY_EVENTFD && n == sizeof(uint64_t))) &&
-	    atomic_load(&slow_reads) &&
-	    (pid_t)syscall(SYS_gettid) == slow_read_tid) {
+	if (!real) {
+		real = (ssize_t (*)(int, void *, size_t))dlsym(RTLD_NEXT, "read");
+		atomic_store(&libc_read, real);
+	}
+	if ((fd == slow_fd || (slow_fd == ANY_EVENTFD && n == sizeof(uint64_t))) &&
+	    atomic_load(&slow_reads) && (int)syscall(SYS_gettid) == atomic_load(&slow_read_tid)) {
 		atomic_store(&in_slow_read, true);
 		usleep(1000);
 	}
-	return libc_read(fd, buf, n);
+	return real(fd, buf, n);
 }
 
 struct thief {
@@ -1657,9 +1660,9 @@ START_TEST(test_pooled_recv_requeued_on_the_way_out)
 	ck_assert_int_eq(afio_bufpool_create(q.ctx, 4, 64, &q.pool), 0);
 	memset(&t, 0, sizeof(t));
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, t.sv), 0);
-	slow_read_fd = afio_eventfd(q.ctx);
-	slow_read_tid = (pid_t)syscall(SYS_gettid);
-	ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_ADD, slow_read_fd, &ev), 0);
+	atomic_store(&slow_read_fd, afio_eventfd(q.ctx));
+	atomic_store(&slow_read_tid, (int)syscall(SYS_gettid));
+	ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_ADD, afio_eventfd(q.ctx), &ev), 0);
 	ck_assert_int_eq(pthread_create(&thread, NULL, take_back_bytes, &t), 0);
 	for (int round = 0; round < REQUEUE_ROUNDS; round++) {
 		int calls;
@@ -1700,7 +1703,7 @@ START_TEST(test_pooled_recv_requeued_on_the_way_out)
 	pthread_join(thread, NULL);
 	ck_assert_int_eq(q.first_error, 0);
 	afio_destroy(q.ctx);
-	slow_read_fd = -1;
+	atomic_store(&slow_read_fd, -1);
 	close(t.sv[0]);
 	close(t.sv[1]);
 	close(ep);
@@ -1751,8 +1754,8 @@ START_TEST(test_pooled_recv_requeued_before_the_sleep)
 	ck_assert_int_eq(afio_bufpool_create(q.ctx, 4, 64, &q.pool), 0);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
 	l.sv = sv;
-	slow_read_fd = ANY_EVENTFD;
-	slow_read_tid = (pid_t)syscall(SYS_gettid);
+	atomic_store(&slow_read_fd, ANY_EVENTFD);
+	atomic_store(&slow_read_tid, (int)syscall(SYS_gettid));
 	for (int round = 0; round < LATE_BYTE_ROUNDS; round++) {
 		int calls = q.calls;
 
@@ -1773,7 +1776,7 @@ START_TEST(test_pooled_recv_requeued_before_the_sleep)
 	}
 	ck_assert_int_eq(q.first_error, 0);
 	afio_destroy(q.ctx);
-	slow_read_fd = -1;
+	atomic_store(&slow_read_fd, -1);
 	close(sv[0]);
 	close(sv[1]);
 }
