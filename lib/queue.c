@@ -308,14 +308,12 @@ static bool lazy_eventfd(const struct afio_ctx *ctx)
 
 static void reap(struct afio_ctx *ctx)
 {
-	if (!ctx->evfd_exported) {
-		reap_engines(ctx);
-	} else if (ctx->evfd_up || lazy_eventfd(ctx)) {
+	if (ctx->evfd_exported) {
+		if (!ctx->evfd_up && !lazy_eventfd(ctx))
+			afio_ctx_clear_eventfd(ctx);
 		expect_wakeups(ctx);
-		reap_engines(ctx);
-	} else {
-		clear_and_reap(ctx);
 	}
+	reap_engines(ctx);
 }
 
 static bool engine_ready(const struct afio_engine *e)
