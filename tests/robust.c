@@ -1718,22 +1718,18 @@ END_TEST
  * another thread makes the socket readable and takes the byte back; then
  * it sends one that stays.
  */
-struct late_byte {
-	int *sv;
-};
-
 static void *steal_then_send(void *arg)
 {
-	struct late_byte *l = arg;
+	int *sv = arg;
 	char sink[8];
 
 	while (!atomic_load(&in_slow_read))
 		usleep(10);
-	(void)!write(l->sv[0], "s", 1);
+	(void)!write(sv[0], "s", 1);
 	usleep(300);		/* the pool sees it readable and tells the owner */
-	(void)!recv(l->sv[1], sink, sizeof(sink), MSG_DONTWAIT);
+	(void)!recv(sv[1], sink, sizeof(sink), MSG_DONTWAIT);
 	usleep(3000);		/* the owner's reap, then its sleep */
-	(void)!write(l->sv[0], "k", 1);
+	(void)!write(sv[0], "k", 1);
 	return NULL;
 }
 
@@ -1742,7 +1738,6 @@ static void *steal_then_send(void *arg)
 START_TEST(test_pooled_recv_requeued_before_the_sleep)
 {
 	struct requeued_recv q;
-	struct late_byte l;
 	pthread_t thread;
 	char sink[64];
 	int sv[2];
@@ -1753,7 +1748,6 @@ START_TEST(test_pooled_recv_requeued_before_the_sleep)
 	q = (struct requeued_recv){ .ctx = new_ctx(0) };
 	ck_assert_int_eq(afio_bufpool_create(q.ctx, 4, 64, &q.pool), 0);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-	l.sv = sv;
 	atomic_store(&slow_read_fd, ANY_EVENTFD);
 	atomic_store(&slow_read_tid, (int)syscall(SYS_gettid));
 	for (int round = 0; round < LATE_BYTE_ROUNDS; round++) {
@@ -1765,7 +1759,7 @@ START_TEST(test_pooled_recv_requeued_before_the_sleep)
 		ck_assert_int_ge(afio_submit(q.ctx), 0);
 		atomic_store(&in_slow_read, false);
 		atomic_store(&slow_reads, true);
-		ck_assert_int_eq(pthread_create(&thread, NULL, steal_then_send, &l), 0);
+		ck_assert_int_eq(pthread_create(&thread, NULL, steal_then_send, sv), 0);
 		while (q.calls == calls && afio_poll(q.ctx, 1, REQUEUE_SILENCE_MS) > 0)
 			;
 		atomic_store(&slow_reads, false);
