@@ -24,7 +24,10 @@ __thread pid_t uring_self_tid __attribute__((tls_model("initial-exec")));
 
 /* ---- handing SQEs to the kernel ---- */
 
-static void prep(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+/* Inlined: the path of every request (a call here was 4% of a nop's
+   instructions). */
+static inline __attribute__((always_inline)) void
+prep(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
 	uring_ops[r->op].prep(u, sqe, r);
 	sqe->flags |= u->sqe_flags[r->op];
@@ -160,7 +163,8 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 			if (how == SPECIAL_TAKEN)
 				continue;
 		} else {
-			if (!cq_has_room(u, r) || !(sqe = get_sqe(u)))
+			/* One SQE, one CQE: plain ops exclude sendfile. */
+			if (!cq_room(u, 1, CQE_EXTRA) || !(sqe = get_sqe(u)))
 				break;
 			prep(u, sqe, r);
 			n++;
