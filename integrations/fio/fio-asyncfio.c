@@ -219,9 +219,12 @@ static void afio_fio_complete(void *data, ssize_t res)
 	struct thread_data *td = io_u->engine_data;
 	struct afio_fio_data *ad = td->io_ops_data;
 
+	/* A read or write gives its bytes; a trim (fallocate) and the syncs
+	   give 0 for all of them.  fio's ddir_rw() counts trims too. */
 	if (res < 0)
 		io_u->error = -res;
-	else if (ddir_rw(io_u->ddir) && (unsigned long long)res != io_u->xfer_buflen)
+	else if ((io_u->ddir == DDIR_READ || io_u->ddir == DDIR_WRITE) &&
+		 (unsigned long long)res != io_u->xfer_buflen)
 		io_u->resid = io_u->xfer_buflen - res;
 	ad->done[ad->nr_done++] = io_u;
 }
@@ -360,14 +363,6 @@ static struct io_u *afio_fio_event(struct thread_data *td, int event)
 	return ad->done[event];
 }
 
-static int afio_fio_cancel(struct thread_data *td, struct io_u *io_u)
-{
-	struct afio_fio_data *ad = td->io_ops_data;
-	int ret = afio_cancel(ad->ctx, io_u);
-
-	return ret < 0 ? ret : 0;
-}
-
 static void afio_fio_free(struct afio_fio_data *ad)
 {
 	free(ad->pending);
@@ -448,7 +443,13 @@ static void afio_fio_cleanup(struct thread_data *td)
 	td->io_ops_data = NULL;
 }
 
-/* the name fio looks up in an external engine */
+/*
+ * The name fio looks up in an external engine.  No .cancel: a 0 from it
+ * tells fio that the io_u is finished, and fio then frees it and may
+ * close its file, while afio_cancel() only asks, and the callback comes
+ * later.  Without one fio reaps what is in flight through getevents
+ * before it frees anything, as with its own io_uring engine.
+ */
 struct ioengine_ops ioengine = {
 	.name			= "asyncfio",
 	.version		= FIO_IOOPS_VERSION,
@@ -458,7 +459,6 @@ struct ioengine_ops ioengine = {
 	.commit			= afio_fio_commit,
 	.getevents		= afio_fio_getevents,
 	.event			= afio_fio_event,
-	.cancel			= afio_fio_cancel,
 	.cleanup		= afio_fio_cleanup,
 	.open_file		= generic_open_file,
 	.close_file		= generic_close_file,
