@@ -189,12 +189,14 @@ struct afio_sock_hold {
 	int fd_plus1;
 	int borrowed;	/* 0: the fd is a dup; -EMFILE or -ENFILE: none could
 			   be made, and it is r->fd itself */
+	bool request_owns;	/* the fd is the request's own (AFIO_SHOT_BOUND) */
 };
 
 static inline void afio_sock_hold_init(struct afio_sock_hold *h)
 {
 	h->fd_plus1 = 0;
 	h->borrowed = 0;
+	h->request_owns = false;
 }
 
 /* The fd h holds; only while it holds one. */

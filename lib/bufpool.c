@@ -112,6 +112,13 @@ bool afio_bufpool_valid(const struct afio_ctx *ctx, unsigned pool)
 	return pool < ctx->nbufpools;
 }
 
+/* The engine's kernel fills the pool's buffers (an io_uring buffer
+   ring), rather than the core reading into them. */
+bool afio_bufpool_kernel(const struct afio_ctx *ctx, unsigned pool)
+{
+	return ctx->bufpools[pool]->kernel;
+}
+
 size_t afio_bufpool_size(const struct afio_ctx *ctx, unsigned pool)
 {
 	return ctx->bufpools[pool]->size;

@@ -329,6 +329,17 @@ static void exit_engine(struct afio_engine *e, bool forked)
 	e->ops = NULL;
 }
 
+/* The child's copies of the dups that bind requests (bind_socket()). */
+static void close_bound_copies(struct afio_ctx *ctx)
+{
+	for (unsigned i = 0; i < ctx->slots_used; i++) {
+		const struct afio_req *r = &ctx->slots[i];
+
+		if (r->state != AFIO_REQ_FREE && (r->shot & AFIO_SHOT_BOUND))
+			close(r->fd);
+	}
+}
+
 /*
  * In a child of fork() the requests in flight are the parent's, and so are
  * the kernel objects and threads that carry them: they finish in the
@@ -357,6 +368,8 @@ void afio_destroy(afio_ctx *ctx)
 	}
 	exit_engine(&ctx->pool, forked);
 	exit_engine(&ctx->primary, forked);
+	if (forked)
+		close_bound_copies(ctx);
 	close(ctx->evfd);
 	afio_bufpools_free(ctx);
 	unmap_slots(ctx);

@@ -77,6 +77,7 @@ struct afio_bufpool;
 void afio_bufpools_free(struct afio_ctx *ctx);
 bool afio_bufpool_valid(const struct afio_ctx *ctx, unsigned pool);
 size_t afio_bufpool_size(const struct afio_ctx *ctx, unsigned pool);
+bool afio_bufpool_kernel(const struct afio_ctx *ctx, unsigned pool);
 /* r's engine found it readable: read into a pool buffer, park or queue it again. */
 void afio_recv_into_pool(struct afio_req *r);
 void afio_bufpool_unpark(struct afio_ctx *ctx, struct afio_req *r);

@@ -443,6 +443,30 @@ static struct afio_req *new_ecb_req(afio_ctx *ctx, enum afio_op op, int fd, afio
 	return r;
 }
 
+/*
+ * A multishot accept waits and is sent again after every result, and a
+ * pooled receive that the core reads for (lib/bufpool.c: every pool but
+ * an io_uring buffer ring's) is read after its engine saw readiness and
+ * let go of the socket: an engine's hold, taken at each wait and released
+ * at each result, would leave those steps on whatever the number names by
+ * then, another connection's socket after a close and a reuse.  So such a
+ * request is bound from the call on, for its whole life: r->fd becomes
+ * the core's own dup, which every engine and the core use, and which goes
+ * with the last completion (run_ecb()).  With no fd left for it (EMFILE,
+ * ENFILE) the request stays on the program's number, unbound, as an
+ * engine's hold does (lib/sockops.c).  A receive from a buffer ring is
+ * bound by the kernel while it is in the ring, and costs no fd.
+ */
+static void bind_socket(struct afio_req *r)
+{
+	int fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+
+	if (fd < 0)
+		return;
+	r->fd = fd;
+	r->shot |= AFIO_SHOT_BOUND;
+}
+
 int afio_accept_multishot(afio_ctx *ctx, int fd, int flags, afio_ecb cb, void *data)
 {
 	struct afio_req *r;
@@ -456,6 +480,7 @@ int afio_accept_multishot(afio_ctx *ctx, int fd, int flags, afio_ecb cb, void *d
 	if (!r)
 		return ret;
 	r->flags = flags;
+	bind_socket(r);
 	return enqueue(ctx, r);
 }
 
@@ -487,6 +512,8 @@ int afio_recv_pooled(afio_ctx *ctx, int fd, unsigned pool, int flags, unsigned h
 	r->mode = pool;
 	r->flags = flags;
 	afio_bufpool_mark(r);
+	if (!afio_bufpool_kernel(ctx, pool))
+		bind_socket(r);
 	return enqueue(ctx, r);
 }
 

@@ -420,6 +420,8 @@ static void run_ecb(struct afio_ctx *ctx, struct afio_req *r)
 		else
 			afio_req_requeue(r);
 	} else {
+		if (r->shot & AFIO_SHOT_BOUND)
+			close(r->fd);
 		free_slot(ctx, r);
 	}
 	cb(data, res, flags);

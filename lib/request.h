@@ -159,6 +159,7 @@ enum afio_shot {
 	AFIO_SHOT_BUF_NOWAIT = 1u << 2,	/* an empty pool is -ENOBUFS, not a wait */
 	AFIO_SHOT_HAS_BUF = 1u << 3,	/* its result is in buffer r->buf_id of pool r->mode */
 	AFIO_SHOT_ARMED = 1u << 4,	/* its engine keeps it going: the kernel's own multishot */
+	AFIO_SHOT_BOUND = 1u << 5,	/* r->fd is the core's dup of the program's fd (bind_socket()) */
 };
 
 struct afio_reqq {

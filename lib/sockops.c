@@ -405,6 +405,13 @@ int afio_sock_hold(struct afio_sock_hold *h, const struct afio_req *r)
 
 	if (h->fd_plus1)
 		return h->borrowed;
+	if (r->shot & AFIO_SHOT_BOUND) {
+		/* Bound for its whole life by the core (bind_socket(),
+		   lib/ops.c), whose dup it is. */
+		h->fd_plus1 = r->fd + 1;
+		h->request_owns = true;
+		return 0;
+	}
 	fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
 	if (fd >= 0) {
 		h->fd_plus1 = fd + 1;
@@ -419,7 +426,7 @@ int afio_sock_hold(struct afio_sock_hold *h, const struct afio_req *r)
 
 void afio_sock_release(struct afio_sock_hold *h)
 {
-	if (h->fd_plus1 && !h->borrowed)
+	if (h->fd_plus1 && !h->borrowed && !h->request_owns)
 		close(afio_sock_held_fd(h));
 	afio_sock_hold_init(h);
 }

@@ -662,6 +662,98 @@ START_TEST(test_many_peers_small_pool)
 }
 END_TEST
 
+/*
+ * A pooled receive is bound to its socket from the call on (asyncfio(7),
+ * CLOSING A DESCRIPTOR), through its re-arms and the core's own reads:
+ * after its number is given to another socket it still receives from
+ * the first, and nothing of the other.  Each case: a single receive and
+ * a multishot one (whose next result comes after a re-arm), from a small
+ * pool and from one too large for io_uring's buffer ring (the core reads
+ * there too).  Fails with the other socket's bytes, -EBADF, or a hang,
+ * when a step uses the number.
+ */
+START_TEST(test_pooled_recv_bound)
+{
+	static const unsigned counts[] = { 4, 40000 };
+
+	for (unsigned c = 0; c < 2; c++) {
+		for (int multi = 0; multi < 2; multi++) {
+			int fds_before = tu_count_fds(), a[2], b[2], num;
+			afio_ctx *ctx = tu_new_ctx();
+			unsigned pool = new_pool(ctx, counts[c], 64);
+			struct shots s = { 0 };
+
+			tu_socketpair(a);
+			tu_socketpair(b);
+			num = a[1];
+			ck_assert_int_eq(afio_recv_pooled(ctx, num, pool, 0,
+							  multi ? AFIO_RECV_MULTISHOT : 0,
+							  on_shot, &s), 0);
+			no_shot(ctx, &s);
+			ck_assert_int_eq(dup2(b[1], num), num);
+			ck_assert_int_eq(write(b[0], "other", 5), 5);
+			ck_assert_int_eq(write(a[0], "first", 5), 5);
+			wait_shots(ctx, &s, 1);
+			expect_buffer(ctx, pool, &s, 0, "first");
+			if (multi) {
+				ck_assert_uint_eq(s.flags[0] & AFIO_CQE_MORE, AFIO_CQE_MORE);
+				ck_assert_int_eq(write(a[0], "again", 5), 5);
+				wait_shots(ctx, &s, 2);
+				expect_buffer(ctx, pool, &s, 1, "again");
+				close(a[0]);
+				wait_shots(ctx, &s, 3);
+				ck_assert_int_eq(s.res[2], 0);
+			}
+			ck_assert_int_eq(s.finals, 1);
+			afio_destroy(ctx);
+			if (!multi)
+				close(a[0]);
+			close(b[0]);
+			close(b[1]);
+			close(num);
+			ck_assert_msg(tu_count_fds() == fds_before,
+				      "%d fds on %s after, %d before (pool of %u, %s)", tu_count_fds(),
+				      tu_target_name(), fds_before, counts[c],
+				      multi ? "multishot" : "single");
+		}
+	}
+}
+END_TEST
+
+/* A multishot accept re-armed after a result still accepts on the
+   listener it began on, after the number names another listener. */
+START_TEST(test_multishot_accept_bound)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	struct sockaddr_in addr, other_addr;
+	int listener = tu_tcp_listener(16, true, &addr);
+	int other = tu_tcp_listener(16, true, &other_addr);
+	int clients[2], num = listener;
+	struct shots s = { 0 };
+
+	ck_assert_int_eq(afio_accept_multishot(ctx, listener, SOCK_CLOEXEC, on_shot, &s), 0);
+	for (int i = 0; i < 2; i++) {
+		clients[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_ge(clients[i], 0);
+		tu_connect_to(clients[i], &addr);
+		wait_shots(ctx, &s, i + 1);
+		ck_assert_msg(s.res[i] >= 0, "accept %d on %s: %s", i, tu_target_name(),
+			      tu_res_str(s.res[i]));
+		close((int)s.res[i]);
+		if (!i)
+			ck_assert_int_eq(dup2(other, num), num);
+	}
+	ck_assert_int_eq(afio_cancel(ctx, &s), 1);
+	wait_shots(ctx, &s, 3);
+	ck_assert_int_eq(s.res[2], -ECANCELED);
+	afio_destroy(ctx);
+	for (int i = 0; i < 2; i++)
+		close(clients[i]);
+	close(num);
+	close(other);
+}
+END_TEST
+
 static Suite *bufpool_suite(void)
 {
 	Suite *s = suite_create("bufpool");
@@ -673,9 +765,11 @@ static Suite *bufpool_suite(void)
 	tcase_add_test(pool, test_pool_empty_waits);
 	tcase_add_test(pool, test_cancel_parked_and_destroy);
 	tcase_add_test(pool, test_waiter_ends_without_buffer);
+	tcase_add_test(pool, test_pooled_recv_bound);
 	tcase_add_test(multi, test_multishot_recv);
 	tcase_add_test(multi, test_multishot_recv_end);
 	tcase_add_test(multi, test_multishot_accept);
+	tcase_add_test(multi, test_multishot_accept_bound);
 	tcase_add_test(multi, test_multishot_cancel_between);
 	tcase_add_test(multi, test_multishot_tiny_buffers);
 	tcase_add_test(multi, test_multishot_accept_refused);
