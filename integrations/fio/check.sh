@@ -23,6 +23,14 @@ log="$(run --name=load --rw=randread --size=4m --bs=4k --iodepth=8 2>&1)" ||
 grep -q '^fio-asyncfio: load: ' <<<"$log" || fail "the engine did not say which backend runs: $log"
 echo "check: $("$fio" --version) loads and runs fio-asyncfio.so ($(grep -m1 '^fio-asyncfio' <<<"$log"))"
 
+# A mode given in the job wins over AFIO_MODE; each clone of numjobs says
+# where it runs.
+log="$(AFIO_MODE=async run --name=mode --afio_mode=inline --numjobs=2 --rw=randread --size=1m 2>&1)" ||
+	fail "the mode job failed: $log"
+[ "$(grep -c '^fio-asyncfio: mode\(\.1\)\?: .*mode inline$' <<<"$log")" = 2 ] ||
+	fail "not two clones in the job's mode: $log"
+echo "check: afio_mode in the job wins over AFIO_MODE, every clone reports"
+
 wrong="$out/fio-asyncfio-wrong-version.so"
 "$here/build.sh" --claim-version fio-0.0 "$wrong" >/dev/null 2>&1
 if log="$("$fio" --ioengine=external:"$wrong" --directory="$dir" --name=wrong --size=1m 2>&1)"; then

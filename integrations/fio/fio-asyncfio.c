@@ -33,6 +33,10 @@
 #error "AFIO_FIO_VERSION: the version string of the fio this is built against (build.sh sets it)"
 #endif
 
+/* afio_mode left unset: the library's default, which AFIO_MODE may change;
+   a mode given in the job is the job's (AFIO_MODE_FIXED). */
+#define AFIO_FIO_MODE_DEFAULT	0xffu
+
 struct afio_fio_options {
 	void *pad;		/* fio takes an off1 of 0 for "no offset" */
 	unsigned int backend;
@@ -81,8 +85,10 @@ static struct fio_option options[] = {
 		.type	= FIO_OPT_STR,
 		.off1	= offsetof(struct afio_fio_options, mode),
 		.help	= "where a request that cannot finish at once is worked on",
-		.def	= "inline",
+		.def	= "default",
 		.posval	= {
+			  { .ival = "default", .oval = AFIO_FIO_MODE_DEFAULT,
+			    .help = "inline, or AFIO_MODE from the environment" },
 			  { .ival = "inline", .oval = AFIO_MODE_INLINE,
 			    .help = "try without blocking in the submitter, then hand on" },
 			  { .ival = "async", .oval = AFIO_MODE_ASYNC,
@@ -372,14 +378,16 @@ static void afio_fio_free(struct afio_fio_data *ad)
 
 static void afio_fio_report(struct thread_data *td, afio_ctx *ctx)
 {
-	char desc[512];
+	char desc[512], clone[16] = "";
 
-	if (td->subjob_number)
-		return;
 	if (afio_describe(ctx, desc, sizeof(desc)) < 0)
 		snprintf(desc, sizeof(desc), "%s/%s", afio_backend_name(afio_backend(ctx)),
 			 afio_mode_name(afio_mode(ctx)));
-	log_info("fio-asyncfio: %s: %s\n", td->o.name, desc);
+	/* every clone of numjobs has its own context, and may have fallen
+	   back where the first did not */
+	if (td->subjob_number)
+		snprintf(clone, sizeof(clone), ".%d", td->subjob_number);
+	log_info("fio-asyncfio: %s%s: %s\n", td->o.name, clone, desc);
 	/* a job process leaves by _exit(): unflushed, the line would be lost */
 	log_info_flush();
 }
@@ -407,7 +415,10 @@ static int afio_fio_init(struct thread_data *td)
 
 	afio_config_init(&cfg);
 	cfg.backend = o->backend;
-	cfg.mode = o->mode;
+	if (o->mode != AFIO_FIO_MODE_DEFAULT) {
+		cfg.mode = o->mode;
+		cfg.flags |= AFIO_MODE_FIXED;
+	}
 	cfg.entries = ad->depth;
 	if (o->threads)
 		cfg.threads = o->threads;
@@ -417,10 +428,12 @@ static int afio_fio_init(struct thread_data *td)
 	if (ret < 0) {
 		char reason[256] = "";
 
-		if (o->backend != AFIO_BACKEND_AUTO)
-			afio_probe(o->backend, reason, sizeof(reason));
+		/* the probe's reason, when it has one: a backend that probes
+		   well can still fail here (a limit, memory) */
+		if (o->backend != AFIO_BACKEND_AUTO && !afio_probe(o->backend, reason, sizeof(reason)))
+			reason[0] = '\0';
 		fprintf(stderr, "fio-asyncfio: afio_create (backend %s, mode %s): %s%s%s\n",
-			afio_backend_name(o->backend), afio_mode_name(o->mode),
+			afio_backend_name(o->backend), afio_mode_name(cfg.mode),
 			strerror(-ret), *reason ? ": " : "", reason);
 		afio_fio_free(ad);
 		td_verror(td, -ret, "afio_create");

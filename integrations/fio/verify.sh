@@ -75,8 +75,10 @@ for b in $backends; do
 		if [ $rc -ne 0 ]; then
 			result="fio exit $rc: $(grep -m3 -E 'verify|fio:|err' "$log" "$json" | tr '\n' ' ')"
 			status=1
-		elif ! grep -q "^fio-asyncfio: .*: $b: .*mode $m" "$json"; then
-			result="the engine did not report $b/$m: $(grep -m1 fio-asyncfio "$json" || true)"
+		elif ! grep -q "^fio-asyncfio: " "$json" ||
+			grep "^fio-asyncfio: " "$json" | grep -vq ": $b: .*mode $m"; then
+			# every context, each clone's too, on the backend and mode asked for
+			result="not every job on $b/$m: $(grep fio-asyncfio "$json" | grep -vm1 ": $b: .*mode $m" || true)"
 			status=1
 		elif ! result="$(check_json "$json")"; then
 			status=1
