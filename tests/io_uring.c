@@ -263,6 +263,50 @@ static void seccomp_child(void)
 	CHILD_CHECK(ctx == NULL);
 }
 
+/*
+ * A child of fork() that destroys its copy of a context closes its copies
+ * of what the context made: here the pipe of a sendfile that waits for
+ * room on a socket nobody reads, which the child would otherwise keep
+ * open after the parent is done with it.
+ */
+START_TEST(test_fork_child_closes_sendfile_pipes)
+{
+	enum { LEN = 1 << 20 };
+	unsigned char *bytes = tu_random_bytes(LEN, 5);
+	int file = tu_data_file(bytes, LEN), sv[2], status, fds_before;
+	struct tu_done d = { 0 };
+	afio_ctx *ctx;
+	pid_t pid;
+
+	tu_socketpair(sv);
+	/* Full: a sendfile finds no room, on any mode's first try either. */
+	while (send(sv[0], bytes, 4096, MSG_DONTWAIT) > 0)
+		;
+	fds_before = tu_count_fds();
+	ctx = ring_ctx(8, 0);
+	ck_assert_int_eq(afio_sendfile(ctx, sv[0], file, 0, LEN, tu_on_done, &d), 0);
+	ck_assert_int_ge(afio_submit(ctx), 0);
+	ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+	ck_assert_msg(!d.calls, "the sendfile ended: %s", tu_res_str(d.res));
+	fflush(NULL);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		afio_destroy(ctx);
+		_exit(tu_count_fds() == fds_before ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "the child kept fds of the context (%s)", afio_mode_name(target_mode));
+	afio_destroy(ctx);
+	ck_assert_int_eq(d.calls, 1);
+	close(sv[0]);
+	close(sv[1]);
+	close(file);
+	free(bytes);
+}
+END_TEST
+
 START_TEST(test_seccomp_denies_setup)
 {
 	run_in_child(seccomp_child);
@@ -828,6 +872,7 @@ static Suite *io_uring_suite(void)
 	tcase_add_test(rings, test_sqpoll_full_sq_cancel);
 	tcase_add_test(cancel, test_cancel_with_full_ring);
 	tcase_add_test(cancel, test_destroy_cancels_in_ring);
+	tcase_add_test(cancel, test_fork_child_closes_sendfile_pipes);
 	tcase_set_timeout(rings, 300);
 	tcase_set_timeout(probe, 120);
 	tcase_set_timeout(evfd, 120);

@@ -373,10 +373,23 @@ void uring_exit(struct afio_engine *e)
  * process's copy of the fd (it would also unregister a registered ring
  * fd, which we never register): no io_uring_enter, nothing the parent's
  * requests notice.  Left mapped, the view would keep the ring's memory
- * alive after the parent closed it.
+ * alive after the parent closed it.  The pipes of sendfiles in flight are
+ * copies too, which would keep the parent's pipes open (taken and put
+ * only inside calls on the context, like libaio's socket holds).
  */
 void uring_forget(struct afio_engine *e)
 {
+	struct uring *u = e->priv;
+
+	for (unsigned i = 0; u->pipes_out && i < u->nslots; i++) {
+		struct sendfile_state *sf = &u->io[i].sendfile;
+
+		if (sf->pipe_size) {
+			close(sf->pipe[0]);
+			close(sf->pipe[1]);
+			u->pipes_out--;
+		}
+	}
 	uring_exit(e);
 }
 
