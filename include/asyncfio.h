@@ -363,10 +363,12 @@ AFIO_API afio_handle afio_last_handle(const afio_ctx *ctx);
 
 /* Cancel the request h names, in O(1): it completes with -ECANCELED
    unless it finishes first.  0 when asked (a multishot request whose
-   result waits for its callback: that callback is its last); -EALREADY
-   when its result is known (or its cancel was asked) and its callback is
-   still to run; -ENOENT when it has completed (a slot reused since included); -EINVAL
-   for what was never a handle of ctx. */
+   result waits for its callback gets that callback, AFIO_CQE_MORE, then
+   -ECANCELED); -EALREADY when its result is known (or its cancel was
+   asked) and its callback is still to run; -ENOENT when no such request
+   is in flight (it completed, its slot serves another since, or h was
+   never issued in a slot ctx has); -EINVAL for 0 or a slot ctx does not
+   have. */
 AFIO_API int afio_cancel_handle(afio_ctx *ctx, afio_handle h);
 
 /* ---- the op table ---- */
