@@ -388,6 +388,10 @@ ssize_t afio_req_sock_flagged(struct afio_req *r, int fd)
  *   waits on r->fd itself, unbound, rather than hold a pool worker; the
  *   hold says so, and release leaves r->fd alone, as it is the
  *   application's.
+ * - Bound by the core: a request that waits again after results, or
+ *   that the core reads for (AFIO_SHOT_BOUND, bind_socket() in
+ *   lib/ops.c), already works on the core's own dup for its whole life;
+ *   the hold takes that one and release leaves it to the core.
  * - O_CLOEXEC: a program exec'd by the application does not inherit it.
  * - fork(): the child gets a copy of every dup, for requests that go on
  *   in the parent only.  In its forget op an engine whose holds only the
