@@ -1600,9 +1600,18 @@ ssize_t read(int fd, void *buf, size_t n)
 	return real(fd, buf, n);
 }
 
+/*
+ * The test stops the thief before it sends the byte that must stay: it
+ * bumps pauses after clearing taking, and waits until the thief says it
+ * saw that pause with taking clear (pauses read first).  A plain "idle"
+ * flag would not do: one set from a look at taking just before a round
+ * began lets the test go on while the thief, in the round's next pass,
+ * takes that byte.
+ */
 struct thief {
 	int sv[2];
-	atomic_bool taking, idle, stop;
+	atomic_bool taking, stop;
+	atomic_uint pauses, paused;
 };
 
 static void *take_back_bytes(void *arg)
@@ -1611,8 +1620,10 @@ static void *take_back_bytes(void *arg)
 	char byte = 't', sink[64];
 
 	while (!atomic_load(&t->stop)) {
+		unsigned pauses = atomic_load(&t->pauses);
+
 		if (!atomic_load(&t->taking)) {
-			atomic_store(&t->idle, true);
+			atomic_store(&t->paused, pauses);
 			usleep(50);
 			continue;
 		}
@@ -1665,6 +1676,7 @@ START_TEST(test_pooled_recv_requeued_on_the_way_out)
 	ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_ADD, afio_eventfd(q.ctx), &ev), 0);
 	ck_assert_int_eq(pthread_create(&thread, NULL, take_back_bytes, &t), 0);
 	for (int round = 0; round < REQUEUE_ROUNDS; round++) {
+		unsigned pause;
 		int calls;
 
 		if (!q.armed) {
@@ -1676,7 +1688,6 @@ START_TEST(test_pooled_recv_requeued_on_the_way_out)
 		memset(&nop, 0, sizeof(nop));
 		ck_assert_int_eq(afio_nop(q.ctx, tu_on_done, &nop), 0);
 		ck_assert_int_ge(afio_submit(q.ctx), 0);
-		atomic_store(&t.idle, false);
 		atomic_store(&t.taking, true);
 		atomic_store(&slow_reads, true);
 		while (!nop.calls) {
@@ -1686,7 +1697,8 @@ START_TEST(test_pooled_recv_requeued_on_the_way_out)
 		}
 		atomic_store(&slow_reads, false);
 		atomic_store(&t.taking, false);
-		while (!atomic_load(&t.idle))
+		pause = atomic_fetch_add(&t.pauses, 1) + 1;
+		while (atomic_load(&t.paused) != pause)
 			usleep(20);
 		if (!q.armed)
 			continue;
