@@ -26,6 +26,10 @@ esac
 out=${1:-$top/build-nginx}
 tests=${NGINX_TESTS:-$(cd "$top/.." && pwd)/shared/nginx-tests}
 jobs=${JOBS:-4}
+if [ ! -f "$tests/lib/Test/Nginx.pm" ]; then
+	echo "nginx test.sh: no nginx test suite in $tests (set NGINX_TESTS)" >&2
+	exit 1
+fi
 
 # the part of the suite that reads files: static, ranges, the caches,
 # gzip_static, sub/ssi, mp4/flv, slice, h2 and ssl
