@@ -351,19 +351,24 @@ static bool complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
 	return true;
 }
 
+/* The tail is read once a batch, not once a CQE as liburing's
+   io_uring_for_each_cqe() does: uring_reap() comes back for what the
+   kernel posted meanwhile. */
 static unsigned reap_batch(struct afio_engine *e)
 {
 	struct uring *u = e->priv;
-	struct io_uring_cqe *cqe;
-	unsigned head, n = 0;
+	struct io_uring_cq *cq = &u->ring.cq;
+	unsigned shift = io_uring_cqe_shift(&u->ring);
+	unsigned head = *cq->khead, n = 0, ready;
 
-	io_uring_for_each_cqe(&u->ring, head, cqe) {
-		if (!complete(e, cqe)) {
+	ready = io_uring_smp_load_acquire(cq->ktail) - head;
+	if (ready > REAP_BATCH)
+		ready = REAP_BATCH;
+	for (; n < ready; n++, head++) {
+		if (!complete(e, &cq->cqes[(head & cq->ring_mask) << shift])) {
 			e->held = true;
 			break;
 		}
-		if (++n == REAP_BATCH)
-			break;
 	}
 	io_uring_cq_advance(&u->ring, n);
 	return n;
