@@ -145,18 +145,36 @@ __attribute__((noinline)) void push_waiting_now(struct uring *u)
 	memmove(u->cancels, u->cancels + done, u->ncancels * sizeof(*u->cancels));
 }
 
+/*
+ * The next SQE of the ring, where the caller knows that there is one: the
+ * room counted once a batch (only the kernel moves the SQ's head, and
+ * only to give room) spares liburing's look at the head for every SQE.
+ */
+static inline struct io_uring_sqe *next_sqe(struct uring *u, unsigned shift)
+{
+	struct io_uring_sq *sq = &u->ring.sq;
+	struct io_uring_sqe *sqe = &sq->sqes[(sq->sqe_tail & sq->ring_mask) << shift];
+
+	sq->sqe_tail++;
+	u->cqes_owed++;
+	return sqe;
+}
+
 static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 {
 	struct uring *u = e->priv;
 	struct io_uring_sqe *sqe;
 	struct afio_req *r;
 	pid_t tid = self_tid();
+	unsigned shift = u->ring.flags & IORING_SETUP_SQE128 ? 1 : 0;
+	unsigned sq_room = io_uring_sq_space_left(&u->ring);
 	int n = 0, ret;
 
 	while ((r = q->head)) {
 		if (!u->plain_op[r->op] || r->fd == u->evfd) {
 			enum special how = submit_special(e, q, r);
 
+			sq_room = io_uring_sq_space_left(&u->ring);
 			if (how == SPECIAL_STOP)
 				break;
 			n++;
@@ -164,8 +182,17 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 				continue;
 		} else {
 			/* One SQE, one CQE: plain ops exclude sendfile. */
-			if (!cq_room(u, 1, CQE_EXTRA) || !(sqe = get_sqe(u)))
+			if (!cq_room(u, 1, CQE_EXTRA))
 				break;
+			if (sq_room) {
+				sqe = next_sqe(u, shift);
+				sq_room--;
+			} else {
+				sqe = get_sqe(u);
+				if (!sqe)
+					break;
+				sq_room = io_uring_sq_space_left(&u->ring);
+			}
 			prep(u, sqe, r);
 			n++;
 		}
