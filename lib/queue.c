@@ -501,6 +501,7 @@ static int time_left(int timeout_ms, int64_t deadline)
 
 int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 {
+	struct afio_req *left;
 	int64_t deadline = 0;
 	unsigned ran = 0;
 	int ret, wait_ms;
@@ -517,13 +518,22 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 		ret = flush(ctx);
 		if (ret < 0)
 			break;
+		/* What the engine could not take now (a full ring): a
+		   completion will come before there is room. */
+		left = ctx->queue.head;
 		reap(ctx);
 		ran += run_callbacks(ctx);
-		if (ran >= min_complete || (!in_engines(ctx) && !ctx->queue.head) ||
-		    ctx->destroy_deferred)
+		if (ran >= min_complete || ctx->destroy_deferred)
 			break;
-		if (ctx->requeued)
+		/* What the callbacks or the core queued goes before the sleep,
+		   and so does what an engine that holds nothing any more left,
+		   and a result the core holds has its callback run: no
+		   completion would end the sleep for them. */
+		if (ctx->requeued || ctx->done.head ||
+		    (ctx->queue.head && (ctx->queue.head != left || !in_engines(ctx))))
 			continue;
+		if (!in_engines(ctx))
+			break;
 		wait_ms = time_left(timeout_ms, deadline);
 		if (!wait_ms)
 			break;

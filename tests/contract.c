@@ -1249,6 +1249,84 @@ START_TEST(test_resubmit_from_callback)
 }
 END_TEST
 
+/* A chain that one afio_poll() must run to its end: each callback queues
+   the next request (a read, or a nop), and nothing else would wake the
+   poll for it. */
+struct poll_chain {
+	afio_ctx *ctx;
+	int fd;
+	bool nops;
+	int ran, errors;
+	char buf[256];
+};
+
+#define POLL_CHAIN 20
+
+static void on_poll_chain(void *data, ssize_t res)
+{
+	struct poll_chain *c = data;
+	int ret;
+
+	if (res != (c->nops ? 0 : (ssize_t)sizeof(c->buf)))
+		c->errors++;
+	if (++c->ran == POLL_CHAIN)
+		return;
+	if (c->nops)
+		ret = afio_nop(c->ctx, on_poll_chain, c);
+	else
+		ret = afio_read(c->ctx, c->fd, c->buf, sizeof(c->buf), 0, on_poll_chain, c);
+	if (ret)
+		c->errors++;
+}
+
+/* With a receive that waits for good in flight beside it, when asked:
+   the poll must not sleep on that one. */
+static void run_poll_chain(bool nops, bool beside_a_waiting_recv)
+{
+	struct poll_chain c = { .ctx = new_ctx(4), .nops = nops };
+	struct tu_done recv_done = { 0 };
+	char recv_buf[16];
+	int sv[2], ret;
+
+	c.fd = new_file();
+	ck_assert_int_eq(pwrite(c.fd, c.buf, sizeof(c.buf), 0), sizeof(c.buf));
+	if (beside_a_waiting_recv) {
+		tu_socketpair(sv);
+		ck_assert_int_eq(afio_recv(c.ctx, sv[0], recv_buf, sizeof(recv_buf), 0,
+					   tu_on_done, &recv_done), 0);
+	}
+	on_poll_chain(&c, nops ? 0 : (ssize_t)sizeof(c.buf));
+	c.ran = 0;
+	ret = afio_poll(c.ctx, POLL_CHAIN, TU_HANG_MS);
+	ck_assert_msg(ret == POLL_CHAIN && c.ran == POLL_CHAIN,
+		      "%s: one afio_poll(%d) ran %d callbacks of the chain, returned %d",
+		      tu_target_name(), POLL_CHAIN, c.ran, ret);
+	ck_assert_int_eq(c.errors, 0);
+	if (beside_a_waiting_recv) {
+		ck_assert_int_eq(recv_done.calls, 0);
+		ck_assert_int_eq(afio_cancel(c.ctx, &recv_done), 1);
+		tu_wait_done(c.ctx, &recv_done);
+		close(sv[0]);
+		close(sv[1]);
+	}
+	afio_destroy(c.ctx);
+	close(c.fd);
+}
+
+START_TEST(test_poll_runs_what_callbacks_queue)
+{
+	run_poll_chain(false, false);
+	run_poll_chain(true, false);
+}
+END_TEST
+
+START_TEST(test_poll_runs_what_callbacks_queue_beside_a_wait)
+{
+	run_poll_chain(false, true);
+	run_poll_chain(true, true);
+}
+END_TEST
+
 #define ONE_FILE_WRITES 48
 
 /* Over zeros, block i filled with i + 1, all handed to the backend. */
@@ -1757,6 +1835,8 @@ static Suite *contract_suite(void)
 	tcase_add_test(queue, test_eventfd_edge_triggered_chains);
 	tcase_add_test(queue, test_many_reads);
 	tcase_add_test(queue, test_resubmit_from_callback);
+	tcase_add_test(queue, test_poll_runs_what_callbacks_queue);
+	tcase_add_test(queue, test_poll_runs_what_callbacks_queue_beside_a_wait);
 	tcase_add_test(queue, test_cancel_writes_to_one_file);
 	tcase_add_test(queue, test_destroy_with_writes_to_one_file);
 	tcase_add_test(queue, test_read_not_starved_by_writes_to_one_file);
