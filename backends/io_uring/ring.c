@@ -322,9 +322,8 @@ static enum shot_cqe native_shot_cqe(struct uring *u, struct afio_req *r,
 _Static_assert(AFIO_OP_COUNT <= 64, "OPS_WITH_STEPS is one bit per op");
 
 /* False: cqe stays in the CQ for now (native_shot_cqe()). */
-static bool complete(struct afio_engine *e, const struct io_uring_cqe *cqe)
+static bool complete(struct uring *u, const struct io_uring_cqe *cqe)
 {
-	struct uring *u = e->priv;
 	uint64_t ud = io_uring_cqe_get_data64(cqe);
 	uint32_t index = (uint32_t)ud & UD_INDEX;
 	struct afio_req *r;
@@ -385,14 +384,17 @@ static unsigned reap_batch(struct afio_engine *e)
 {
 	struct uring *u = e->priv;
 	struct io_uring_cq *cq = &u->ring.cq;
-	unsigned shift = io_uring_cqe_shift(&u->ring);
+	/* In locals: each completion's calls could change what the
+	   compiler would otherwise read again for every CQE. */
+	const struct io_uring_cqe *cqes = cq->cqes;
+	unsigned shift = io_uring_cqe_shift(&u->ring), mask = cq->ring_mask;
 	unsigned head = *cq->khead, n = 0, ready;
 
 	ready = io_uring_smp_load_acquire(cq->ktail) - head;
 	if (ready > REAP_BATCH)
 		ready = REAP_BATCH;
 	for (; n < ready; n++, head++) {
-		if (!complete(e, &cq->cqes[(head & cq->ring_mask) << shift])) {
+		if (!complete(u, &cqes[(head & mask) << shift])) {
 			e->held = true;
 			break;
 		}
