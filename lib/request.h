@@ -192,17 +192,23 @@ static inline void afio_reqq_push_front(struct afio_reqq *q, struct afio_req *r)
 	q->count++;
 }
 
-static inline struct afio_req *afio_reqq_pop(struct afio_reqq *q)
-{
-	struct afio_req *r = q->head;
 
-	if (!r)
-		return NULL;
+/* afio_reqq_pop() of r, which the caller read as q's head. */
+static inline void afio_reqq_pop_head(struct afio_reqq *q, struct afio_req *r)
+{
 	q->head = r->next;
 	if (!q->head)
 		q->tail = &q->head;
 	q->count--;
 	r->next = NULL;
+}
+
+static inline struct afio_req *afio_reqq_pop(struct afio_reqq *q)
+{
+	struct afio_req *r = q->head;
+
+	if (r)
+		afio_reqq_pop_head(q, r);
 	return r;
 }
 

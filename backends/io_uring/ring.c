@@ -160,6 +160,15 @@ static inline struct io_uring_sqe *next_sqe(struct uring *u, unsigned shift)
 	return sqe;
 }
 
+static inline void take(struct afio_engine *e, struct afio_req *r, pid_t tid)
+{
+	struct uring *u = e->priv;
+
+	afio_engine_take(e, r);
+	u->slots[r->index].req = r;
+	u->slots[r->index].submitter = tid;
+}
+
 static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 {
 	struct uring *u = e->priv;
@@ -180,6 +189,8 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 			n++;
 			if (how == SPECIAL_TAKEN)
 				continue;
+			afio_reqq_pop(q);
+			take(e, r, tid);
 		} else {
 			/* One SQE, one CQE: plain ops exclude sendfile. */
 			if (!cq_room(u, 1, CQE_EXTRA))
@@ -193,13 +204,13 @@ static int uring_submit(struct afio_engine *e, struct afio_reqq *q)
 					break;
 				sq_room = io_uring_sq_space_left(&u->ring);
 			}
+			/* Before prep()'s call, after which the compiler
+			   would read the queue's head again. */
+			afio_reqq_pop_head(q, r);
+			take(e, r, tid);
 			prep(u, sqe, r);
 			n++;
 		}
-		afio_reqq_pop(q);
-		afio_engine_take(e, r);
-		u->slots[r->index].req = r;
-		u->slots[r->index].submitter = tid;
 	}
 	push_waiting(u);
 	ret = push_sq(u);
