@@ -143,7 +143,9 @@ static void usage(FILE *f)
 "                     one batch when afio_poll() returns\n"
 "  --raw io_uring|libaio|psync  the same workload straight on the engine, no\n"
 "                     library (--mode async: io_uring with IOSQE_ASYNC; psync:\n"
-"                     --threads threads each in pread/pwrite, --qd unused)\n"
+"                     --threads threads each in pread/pwrite, --qd unused);\n"
+"                     io_uring-eventfd: io_uring with an eventfd registered,\n"
+"                     as the library's ring has one\n"
 "  --op openat|statx|sendfile|nop  instead of reads and writes: open and\n"
 "                     close, or statx, random files of a tree (--tree, else\n"
 "                     --files empty files made in --dir), or sendfile --bs at\n"
@@ -317,7 +319,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_RAW:
 			if (!raw_engine_known(optarg))
-				bad("--raw (io_uring, libaio or psync)", optarg);
+				bad("--raw (io_uring, io_uring-eventfd, libaio or psync)", optarg);
 			o->raw = optarg;
 			break;
 		case OPT_OP:
@@ -363,7 +365,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		bad("--size is smaller than --bs", NULL);
 	if (o->op == BOP_SENDFILE && !o->file)
 		bad("--op sendfile needs --file", NULL);
-	if (o->op == BOP_NOP && o->raw && strcmp(o->raw, "io_uring"))
+	if (o->op == BOP_NOP && o->raw && strncmp(o->raw, "io_uring", 8))
 		bad("--op nop runs raw on io_uring only (IORING_OP_NOP)", NULL);
 	if (o->op != BOP_RW && o->op != BOP_NOP && o->raw && strcmp(o->raw, "psync"))
 		bad("--op runs raw on psync only (the calls in a loop)", NULL);

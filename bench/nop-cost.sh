@@ -5,8 +5,11 @@
 # batch 1 and 32, PAIRS rounds of RUNTIME seconds each, alternated (the
 # order turns every round), pinned to CPU 1.  The library runs twice: as
 # a server watching the eventfd gets it by default, and with
-# AFIO_LAZY_EVENTFD (no eventfd read per round).  Prints CPU ns per
-# request, medians, and the differences paired run by run.
+# AFIO_LAZY_EVENTFD (no eventfd read per round); raw liburing runs twice:
+# as it is, and with an eventfd registered, which the kernel signals as
+# the library's ring signals its own (what a program's epoll loop needs):
+# the last difference is the library's user space alone.  Prints CPU ns
+# per request, medians, and the differences paired run by run.
 #   bench/nop-cost.sh [BUILD-DIR]      (default build)
 set -eu
 cd "$(dirname "$0")/.."
@@ -18,9 +21,11 @@ trap 'rm -f "$out"' EXIT
 for qd in 1 32; do
 	for i in $(seq "$pairs"); do
 		set -- "lib --backend io_uring" "lazy --backend io_uring --lazy-eventfd" \
-			"raw --raw io_uring"
-		[ $((i % 3)) -eq 1 ] && set -- "$2" "$3" "$1"
-		[ $((i % 3)) -eq 2 ] && set -- "$3" "$1" "$2"
+			"raw --raw io_uring" "rawev --raw io_uring-eventfd"
+		# the order turns every round
+		for _ in $(seq $((i % 4))); do
+			set -- "$2" "$3" "$4" "$1"
+		done
 		for how in "$@"; do
 			side=${how%% *}
 			echo "$qd $i $side $(taskset -c 1 "$bench" ${how#* } --op nop --qd "$qd" \
@@ -34,16 +39,16 @@ runs = {}
 for line in open(sys.argv[1]):
     qd, i, side, js = line.split(" ", 3)
     runs.setdefault((int(qd), int(i)), {})[side] = json.loads(js)["cpu_ns_per_req"]
-print("batch  library ns  lazy ns  raw ns  library - raw          lazy - raw  "
-      "(median, min to max, paired)")
+print("batch  library ns  lazy ns  raw ns  raw+eventfd ns  library - raw"
+      "           lazy - raw              library - raw+eventfd   (median, min to max, paired)")
 for qd in sorted({q for q, _ in runs}):
-    rounds = [p for (q, _), p in sorted(runs.items()) if q == qd and len(p) == 3]
-    def diff(side):
-        d = [p[side] - p["raw"] for p in rounds]
+    rounds = [p for (q, _), p in sorted(runs.items()) if q == qd and len(p) == 4]
+    def diff(side, base="raw"):
+        d = [p[side] - p[base] for p in rounds]
         return "%+.1f (%+.1f to %+.1f)" % (statistics.median(d), min(d), max(d))
-    print("%5d  %10.1f  %7.1f  %6.1f  %-22s %s, %d rounds" % (
-        qd, statistics.median(p["lib"] for p in rounds),
-        statistics.median(p["lazy"] for p in rounds),
-        statistics.median(p["raw"] for p in rounds), diff("lib"), diff("lazy"),
-        len(rounds)))
+    def med(side):
+        return statistics.median(p[side] for p in rounds)
+    print("%5d  %10.1f  %7.1f  %6.1f  %14.1f  %-23s %-23s %s, %d rounds" % (
+        qd, med("lib"), med("lazy"), med("raw"), med("rawev"), diff("lib"),
+        diff("lazy"), diff("lib", "rawev"), len(rounds)))
 PY

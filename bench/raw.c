@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -77,14 +78,16 @@ static void uring_queue(struct uring_run *u, unsigned slot, uint64_t now)
 		io_uring_submit(&u->ring);
 }
 
-static int raw_uring(const struct workload *w, bool async, struct outcome *o,
+/* with_eventfd: an eventfd registered, which the kernel signals as
+   CQEs come, as the library's ring has one for a program's epoll loop. */
+static int raw_uring(const struct workload *w, bool async, bool with_eventfd, struct outcome *o,
 		     char *desc, size_t len)
 {
 	struct uring_run u = { .w = w, .rnd = seed(), .async = async };
 	struct io_uring_cqe *cqe;
 	uint64_t deadline, t, now;
 	unsigned head, seen;
-	int ret;
+	int ret, efd = -1;
 
 	u.t_start = calloc(w->qd, sizeof(*u.t_start));
 	if (!u.t_start)
@@ -95,8 +98,18 @@ static int raw_uring(const struct workload *w, bool async, struct outcome *o,
 		free(u.t_start);
 		return ret;
 	}
-	snprintf(desc, len, "raw io_uring: liburing, sq=%u, no setup flags%s", w->qd,
-		 async ? ", IOSQE_ASYNC on every request" : "");
+	if (with_eventfd) {
+		efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		ret = efd < 0 ? -errno : io_uring_register_eventfd(&u.ring, efd);
+		if (ret) {
+			fprintf(stderr, "afio-bench: io_uring_register_eventfd: %s\n",
+				strerror(-ret));
+			goto out;
+		}
+	}
+	snprintf(desc, len, "raw io_uring: liburing, sq=%u, no setup flags%s%s", w->qd,
+		 async ? ", IOSQE_ASYNC on every request" : "",
+		 with_eventfd ? ", an eventfd registered" : "");
 	stall_sync(&o->stalls);
 	o->t0 = t = now_ns();
 	deadline = o->t0 + (uint64_t)(w->runtime * 1e9);
@@ -139,7 +152,10 @@ static int raw_uring(const struct workload *w, bool async, struct outcome *o,
 		io_uring_cq_advance(&u.ring, seen);
 	}
 	o->t1 = now_ns();
+out:
 	io_uring_queue_exit(&u.ring);
+	if (efd >= 0)
+		close(efd);
 	free(u.t_start);
 	return ret < 0 ? ret : 0;
 }
@@ -394,8 +410,8 @@ static int raw_psync(const struct workload *w, struct outcome *o, char *desc, si
 
 bool raw_engine_known(const char *engine)
 {
-	return !strcmp(engine, "io_uring") || !strcmp(engine, "libaio") ||
-	       !strcmp(engine, "psync");
+	return !strcmp(engine, "io_uring") || !strcmp(engine, "io_uring-eventfd") ||
+	       !strcmp(engine, "libaio") || !strcmp(engine, "psync");
 }
 
 int raw_run(const char *engine, const struct workload *w, bool async, struct outcome *o,
@@ -403,7 +419,9 @@ int raw_run(const char *engine, const struct workload *w, bool async, struct out
 {
 #ifdef AFIO_BENCH_RAW_URING
 	if (!strcmp(engine, "io_uring"))
-		return raw_uring(w, async, o, desc, desc_len);
+		return raw_uring(w, async, false, o, desc, desc_len);
+	if (!strcmp(engine, "io_uring-eventfd"))
+		return raw_uring(w, async, true, o, desc, desc_len);
 #endif
 #ifdef AFIO_BENCH_RAW_LIBAIO
 	if (!strcmp(engine, "libaio"))
