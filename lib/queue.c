@@ -538,6 +538,9 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 		ran += run_callbacks(ctx);
 		if (ran >= min_complete || ctx->destroy_deferred)
 			break;
+		wait_ms = time_left(timeout_ms, deadline);
+		if (!wait_ms)
+			break;
 		/* What the callbacks or the core queued goes before the sleep,
 		   and so does what an engine that holds nothing any more left,
 		   and a result the core holds has its callback run: no
@@ -546,9 +549,6 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 		    (ctx->queue.head && (ctx->queue.head != left || !in_engines(ctx))))
 			continue;
 		if (!in_engines(ctx))
-			break;
-		wait_ms = time_left(timeout_ms, deadline);
-		if (!wait_ms)
 			break;
 		ret = wait_some(ctx, wait_ms);
 		if (ret < 0 && ret != -EINTR && ret != -ETIME && ret != -ETIMEDOUT)

@@ -192,7 +192,6 @@ static inline void afio_reqq_push_front(struct afio_reqq *q, struct afio_req *r)
 	q->count++;
 }
 
-
 /* afio_reqq_pop() of r, which the caller read as q's head. */
 static inline void afio_reqq_pop_head(struct afio_reqq *q, struct afio_req *r)
 {

@@ -1256,6 +1256,7 @@ struct poll_chain {
 	afio_ctx *ctx;
 	int fd;
 	bool nops;
+	bool forever;	/* until stopped */
 	int ran, errors;
 	char buf[256];
 };
@@ -1269,7 +1270,9 @@ static void on_poll_chain(void *data, ssize_t res)
 
 	if (res != (c->nops ? 0 : (ssize_t)sizeof(c->buf)))
 		c->errors++;
-	if (++c->ran == POLL_CHAIN)
+	if (++c->ran == POLL_CHAIN && !c->forever)
+		return;
+	if (c->forever && c->ran < 0)
 		return;
 	if (c->nops)
 		ret = afio_nop(c->ctx, on_poll_chain, c);
@@ -1317,6 +1320,29 @@ START_TEST(test_poll_runs_what_callbacks_queue)
 {
 	run_poll_chain(false, false);
 	run_poll_chain(true, false);
+}
+END_TEST
+
+/* A chain that never ends does not hold afio_poll() past its timeout,
+   however many callbacks it asks for. */
+START_TEST(test_poll_chain_ends_at_the_timeout)
+{
+	for (int nops = 0; nops < 2; nops++) {
+		struct poll_chain c = { .ctx = new_ctx(4), .nops = nops, .forever = true };
+		int ret;
+
+		c.fd = new_file();
+		ck_assert_int_eq(pwrite(c.fd, c.buf, sizeof(c.buf), 0), sizeof(c.buf));
+		on_poll_chain(&c, nops ? 0 : (ssize_t)sizeof(c.buf));
+		ret = afio_poll(c.ctx, UINT_MAX, 50);
+		ck_assert_msg(ret > 0, "%s: afio_poll(UINT_MAX, 50) over an endless chain: %d",
+			      tu_target_name(), ret);
+		c.ran = INT_MIN;	/* the callbacks queue nothing more */
+		tu_drain(c.ctx);
+		ck_assert_int_eq(c.errors, 0);
+		afio_destroy(c.ctx);
+		close(c.fd);
+	}
 }
 END_TEST
 
@@ -1837,6 +1863,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(queue, test_resubmit_from_callback);
 	tcase_add_test(queue, test_poll_runs_what_callbacks_queue);
 	tcase_add_test(queue, test_poll_runs_what_callbacks_queue_beside_a_wait);
+	tcase_add_test(queue, test_poll_chain_ends_at_the_timeout);
 	tcase_add_test(queue, test_cancel_writes_to_one_file);
 	tcase_add_test(queue, test_destroy_with_writes_to_one_file);
 	tcase_add_test(queue, test_read_not_starved_by_writes_to_one_file);
