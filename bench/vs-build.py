@@ -47,13 +47,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--old", required=True, help="build directory of the commit before")
     ap.add_argument("--new", required=True, help="build directory of the change")
-    ap.add_argument("--file", default="vs-build.dat")
+    ap.add_argument("--file", help="the data file (default: vs-build.dat in --new, "
+                    "which is out of the source tree's way)")
     ap.add_argument("--size", default="256m")
     ap.add_argument("--qd", default="32")
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--runtime", default="1")
     ap.add_argument("--workloads", default=WORKLOADS)
     a = ap.parse_args()
+    if not a.file:
+        a.file = os.path.join(a.new, "vs-build.dat")
     benches = {side: os.path.join(d, "bench", "afio-bench")
                for side, d in (("old", a.old), ("new", a.new))}
     print("| workload | IOPS new/old (median, min-max) | CPU per request new/old |")
