@@ -41,7 +41,8 @@ def run(bench, args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(os.path.dirname(HERE), "build"))
-    ap.add_argument("--file", default="raw-cost.dat")
+    ap.add_argument("--file", help="the data file (default: raw-cost.dat in --build, "
+                    "out of the source tree's way)")
     ap.add_argument("--size", default="256m")
     ap.add_argument("--qd", default="32")
     ap.add_argument("--pairs", type=int, default=5)
@@ -53,6 +54,8 @@ def main():
                     help="the library runs with AFIO_LAZY_EVENTFD")
     ap.add_argument("--csv", help="every run, one row each")
     a = ap.parse_args()
+    if not a.file:
+        a.file = os.path.join(a.build, "raw-cost.dat")
     bench = os.path.join(a.build, "bench", "afio-bench")
     rows, table = [], []
     for spec in a.workloads.split(","):
