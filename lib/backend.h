@@ -76,6 +76,14 @@ struct afio_backend_ops {
 	/* Finish (afio_req_done) whatever completed; never blocks. */
 	void (*reap)(struct afio_engine *e);
 
+	/* Optional: from now on every completion must make the eventfd
+	   readable, because the application watches it or the core sleeps
+	   on it beside the pool (lib/queue.c, wait_some()).  Until the first
+	   call an engine that has it may leave the eventfd alone, and spare
+	   a program that waits only inside afio_poll() its cost.  -errno:
+	   it cannot. */
+	int (*watch_eventfd)(struct afio_engine *e);
+
 	/* Optional: the owner is about to rely on the eventfd (to sleep on it,
 	   or because the application watches it): the next completion must
 	   make it readable.  Engines whose every completion does need none. */
@@ -168,7 +176,7 @@ void afio_req_done(struct afio_req *r, ssize_t res);
 void afio_route_to_pool(struct afio_engine *from, struct afio_req *r);
 
 /* The context's eventfd, which every engine makes readable when it has
-   completions for reap. */
+   completions for reap (from its watch_eventfd() on, where it has one). */
 int afio_ctx_eventfd(const struct afio_ctx *ctx);
 /* Read it empty; an engine does so only through this, which the core's
    record of the eventfd (lib/queue.c, "evfd_up") needs to stay true. */

@@ -230,8 +230,8 @@ int afio_eventfd(afio_ctx *ctx)
 	if (ret)
 		return ret;
 	if (!ctx->evfd_exported)
-		afio_export_eventfd(ctx);
-	return ctx->evfd;
+		ret = afio_export_eventfd(ctx);
+	return ret ? ret : ctx->evfd;
 }
 
 int afio_ctx_eventfd(const struct afio_ctx *ctx)

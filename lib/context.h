@@ -70,7 +70,7 @@ void afio_engine_prepare(struct afio_ctx *ctx, struct afio_engine *e,
 			 const struct afio_backend_ops *ops);
 
 /* From now on the application watches the eventfd. */
-void afio_export_eventfd(struct afio_ctx *ctx);
+int afio_export_eventfd(struct afio_ctx *ctx);
 
 /* ---- lib/bufpool.c ---- */
 struct afio_bufpool;

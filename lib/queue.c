@@ -202,11 +202,21 @@ void afio_count_nowait(struct afio_ctx *ctx)
 	ctx->st.nowait++;
 }
 
+static int watch_eventfd(struct afio_engine *e)
+{
+	return e->ops->watch_eventfd ? e->ops->watch_eventfd(e) : 0;
+}
+
 static int start_pool(struct afio_ctx *ctx)
 {
 	char reason[AFIO_REASON_LEN];
 	int ret;
 
+	/* The pool wakes the owner by the eventfd, so the core sleeps on it
+	   while the pool holds requests, and the primary's must wake it too. */
+	ret = watch_eventfd(&ctx->primary);
+	if (ret)
+		return ret;
 	afio_engine_prepare(ctx, &ctx->pool, &afio_backend_threads);
 	ret = afio_backend_threads.init(&ctx->pool, &ctx->cfg, reason, sizeof(reason));
 	if (ret)
@@ -365,8 +375,12 @@ static void settle_eventfd(struct afio_ctx *ctx, unsigned ran)
 		signal_eventfd(ctx);
 }
 
-void afio_export_eventfd(struct afio_ctx *ctx)
+int afio_export_eventfd(struct afio_ctx *ctx)
 {
+	int ret = watch_eventfd(&ctx->primary);
+
+	if (ret)
+		return ret;
 	ctx->evfd_exported = true;
 	ctx->in_poll = true;
 	clear_and_reap(ctx);
@@ -374,6 +388,7 @@ void afio_export_eventfd(struct afio_ctx *ctx)
 	afio_ctx_kick(ctx);
 	if (ctx->done.head && !ctx->in_poll)
 		signal_eventfd(ctx);
+	return 0;
 }
 
 /*

@@ -998,6 +998,48 @@ START_TEST(test_eventfd)
 }
 END_TEST
 
+/*
+ * Asked for late: a context that was run only by afio_poll() waits may
+ * hold completions nobody was told of and requests in the kernel.  From
+ * the call on the eventfd must say so: readable at once for what waits,
+ * and again for a request that completes later (which fails where the
+ * engine never starts signaling it).
+ */
+START_TEST(test_eventfd_taken_late)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done r[3] = { { 0 } };
+	struct pollfd pfd = { .events = POLLIN };
+	char in[3][16];
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_nop(ctx, tu_on_done, &r[0]), 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 60000), 1);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in[1], sizeof(in[1]), 0, tu_on_done, &r[1]), 0);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in[2], sizeof(in[2]), 0, tu_on_done, &r[2]), 0);
+	ck_assert_int_eq(afio_submit(ctx), 2);
+	/* One completes, most likely before anyone watches the eventfd
+	   (20 ms); either way the eventfd must say so. */
+	ck_assert_int_eq(write(sv[0], "a", 1), 1);
+	usleep(20000);
+	pfd.fd = afio_eventfd(ctx);
+	ck_assert_int_ge(pfd.fd, 0);
+	ck_assert_int_eq(poll(&pfd, 1, 60000), 1);
+	ck_assert_int_eq(afio_poll(ctx, 0, 0), 1);
+	ck_assert(!fd_readable(pfd.fd));
+	/* The other after: the eventfd alone must wake the caller. */
+	ck_assert_int_eq(write(sv[0], "b", 1), 1);
+	ck_assert_int_eq(poll(&pfd, 1, 60000), 1);
+	ck_assert_int_eq(afio_poll(ctx, 0, 0), 1);
+	ck_assert_int_eq(r[1].calls + r[2].calls, 2);
+	ck_assert_int_eq(r[1].res + r[2].res, 2);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 /* AFIO_LAZY_EVENTFD: readable whenever completions wait, as without it;
    left readable by a poll that ran callbacks, cleared by one that found
    nothing, and by a poll that waits (else it would spin on it). */
@@ -1858,6 +1900,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(queue, test_full_queue);
 	tcase_add_test(queue, test_eventfd);
 	tcase_add_test(queue, test_lazy_eventfd);
+	tcase_add_test(queue, test_eventfd_taken_late);
 	tcase_add_test(queue, test_eventfd_edge_triggered_chains);
 	tcase_add_test(queue, test_many_reads);
 	tcase_add_test(queue, test_resubmit_from_callback);

@@ -489,8 +489,10 @@ static int uring_wait(struct afio_engine *e, int timeout_ms)
 		tsp = &ts;
 	}
 	push_waiting(u);
-	if (u->dropped)
-		return wait_on_eventfd(e, timeout_ms);
+	if (u->dropped) {
+		ret = uring_watch_eventfd(e);
+		return ret ? ret : wait_on_eventfd(e, timeout_ms);
+	}
 	ret = io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, tsp, NULL);
 	if (ret == -EBUSY) {
 		/* Overflowed: completions are waiting, the core reaps them. */
@@ -528,6 +530,7 @@ const struct afio_backend_ops afio_backend_io_uring = {
 	.reap = uring_reap,
 	.ready = uring_ready,
 	.wait = uring_wait,
+	.watch_eventfd = uring_watch_eventfd,
 	.cancel = uring_cancel,
 	.describe = uring_describe,
 	.op_kernel = uring_op_kernel,

@@ -300,15 +300,8 @@ static struct uring *alloc_uring(unsigned nslots)
 	return u;
 }
 
-static int attach(struct afio_engine *e, struct uring *u, char *reason, size_t len)
+static void attach(struct afio_engine *e, struct uring *u)
 {
-	int ret;
-
-	ret = io_uring_register_eventfd(&u->ring, afio_ctx_eventfd(e->ctx));
-	if (ret) {
-		afio_reason(reason, len, "io_uring_register_eventfd: %s", strerror(-ret));
-		return ret;
-	}
 	probe_ops(u);
 	find_plain_ops(u);
 	for (unsigned op = 0; op < AFIO_OP_COUNT; op++) {
@@ -321,6 +314,27 @@ static int attach(struct afio_engine *e, struct uring *u, char *reason, size_t l
 	u->native_accept = true;
 	u->native_recv = true;
 	u->write_rwf = nosignal_rwf();
+}
+
+/*
+ * The kernel signals a registered eventfd at every flush of completions,
+ * which costs a program that waits only inside afio_poll() (whose wait is
+ * io_uring_enter) an eventfd write per flush, and a wake-up of whatever
+ * polls it: so the eventfd is registered only once something watches it.
+ * The core reaps after this and before it relies on the eventfd, so a CQE
+ * posted before the registration is not missed.
+ */
+int uring_watch_eventfd(struct afio_engine *e)
+{
+	struct uring *u = e->priv;
+	int ret;
+
+	if (u->evfd_watched)
+		return 0;
+	ret = io_uring_register_eventfd(&u->ring, u->evfd);
+	if (ret)
+		return ret;
+	u->evfd_watched = true;
 	return 0;
 }
 
@@ -347,12 +361,7 @@ int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 	}
 	u->flags = u->ring.flags;
 	u->cq_entries = u->ring.cq.ring_entries;
-	ret = attach(e, u, reason, len);
-	if (ret) {
-		io_uring_queue_exit(&u->ring);
-		free_uring(u);
-		return ret;
-	}
+	attach(e, u);
 	e->priv = u;
 	return 0;
 }

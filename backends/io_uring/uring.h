@@ -142,7 +142,9 @@ struct uring {
 	unsigned flags;			/* setup flags in force */
 	unsigned cq_entries;
 	unsigned cqes_owed;		/* SQEs taken whose CQE is not yet reaped */
-	int evfd;			/* the context's, which the kernel signals */
+	int evfd;			/* the context's, which the kernel signals
+					   once registered (uring_watch_eventfd()) */
+	bool evfd_watched;
 	int write_rwf;			/* RWF_NOSIGNAL where the kernel has it */
 	bool plain_op[AFIO_OP_COUNT];	/* has_op, and one SQE of any length */
 	uint8_t sqe_flags[AFIO_OP_COUNT];	/* by op: IOSQE_ASYNC where the route says */
@@ -315,6 +317,7 @@ int uring_op_kernel(const struct afio_engine *e, enum afio_op op, char *buf, siz
 int uring_probe(const struct afio_config *cfg, char *reason, size_t len);
 int uring_init(struct afio_engine *e, const struct afio_config *cfg, char *reason, size_t len);
 void uring_exit(struct afio_engine *e);
+int uring_watch_eventfd(struct afio_engine *e);
 void uring_forget(struct afio_engine *e);
 int uring_describe(const struct afio_engine *e, char *buf, size_t len);
 
