@@ -8,7 +8,10 @@
 # AFIO_LAZY_EVENTFD (no eventfd read per round); raw liburing runs twice:
 # as it is, and with an eventfd registered, which the kernel signals as
 # the library's ring signals its own (what a program's epoll loop needs):
-# the last difference is the library's user space alone.  Prints CPU ns
+# the last difference is the library's user space alone.  The library
+# runs a third time as a program that waits only inside afio_poll()
+# (--wait poll) gets it, never asking for the eventfd, so that its ring
+# has none registered, like raw liburing as it is.  Prints CPU ns
 # per request, medians, and the differences paired run by run.
 #   bench/nop-cost.sh [BUILD-DIR]      (default build)
 set -eu
@@ -21,10 +24,11 @@ trap 'rm -f "$out"' EXIT
 for qd in 1 32; do
 	for i in $(seq "$pairs"); do
 		set -- "lib --backend io_uring" "lazy --backend io_uring --lazy-eventfd" \
-			"raw --raw io_uring" "rawev --raw io_uring-eventfd"
+			"raw --raw io_uring" "rawev --raw io_uring-eventfd" \
+			"inpoll --backend io_uring --wait poll"
 		# the order turns every round
-		for _ in $(seq $((i % 4))); do
-			set -- "$2" "$3" "$4" "$1"
+		for _ in $(seq $((i % 5))); do
+			set -- "$2" "$3" "$4" "$5" "$1"
 		done
 		for how in "$@"; do
 			side=${how%% *}
@@ -39,16 +43,17 @@ runs = {}
 for line in open(sys.argv[1]):
     qd, i, side, js = line.split(" ", 3)
     runs.setdefault((int(qd), int(i)), {})[side] = json.loads(js)["cpu_ns_per_req"]
-print("batch  library ns  lazy ns  raw ns  raw+eventfd ns  library - raw"
-      "           lazy - raw              library - raw+eventfd   (median, min to max, paired)")
+print("batch  library ns  lazy ns  in-poll ns  raw ns  raw+eventfd ns  library - raw"
+      "           lazy - raw              library - raw+eventfd   in-poll - raw"
+      "           (median, min to max, paired)")
 for qd in sorted({q for q, _ in runs}):
-    rounds = [p for (q, _), p in sorted(runs.items()) if q == qd and len(p) == 4]
+    rounds = [p for (q, _), p in sorted(runs.items()) if q == qd and len(p) == 5]
     def diff(side, base="raw"):
         d = [p[side] - p[base] for p in rounds]
         return "%+.1f (%+.1f to %+.1f)" % (statistics.median(d), min(d), max(d))
     def med(side):
         return statistics.median(p[side] for p in rounds)
-    print("%5d  %10.1f  %7.1f  %6.1f  %14.1f  %-23s %-23s %s, %d rounds" % (
-        qd, med("lib"), med("lazy"), med("raw"), med("rawev"), diff("lib"),
-        diff("lazy"), diff("lib", "rawev"), len(rounds)))
+    print("%5d  %10.1f  %7.1f  %10.1f  %6.1f  %14.1f  %-23s %-23s %-23s %s, %d rounds" % (
+        qd, med("lib"), med("lazy"), med("inpoll"), med("raw"), med("rawev"), diff("lib"),
+        diff("lazy"), diff("lib", "rawev"), diff("inpoll"), len(rounds)))
 PY
