@@ -324,6 +324,17 @@ static void attach(struct afio_engine *e, struct uring *u)
  * The core reaps after this and before it relies on the eventfd, so a CQE
  * posted before the registration is not missed.
  */
+/*
+ * Before 5.18 registering an eventfd quiesced the ring: the call waited
+ * for every request in flight, so a late one, with a receive waiting,
+ * would hang the caller.  Such a kernel has it from init, as before.
+ * COOP_TASKRUN (5.19) tells a kernel that registers it without waiting.
+ */
+static bool late_eventfd_is_safe(const struct uring *u)
+{
+	return u->flags & IORING_SETUP_COOP_TASKRUN;
+}
+
 int uring_watch_eventfd(struct afio_engine *e)
 {
 	struct uring *u = e->priv;
@@ -363,6 +374,14 @@ int uring_init(struct afio_engine *e, const struct afio_config *cfg,
 	u->cq_entries = u->ring.cq.ring_entries;
 	attach(e, u);
 	e->priv = u;
+	if (!late_eventfd_is_safe(u)) {
+		ret = uring_watch_eventfd(e);
+		if (ret) {
+			afio_reason(reason, len, "io_uring_register_eventfd: %s", strerror(-ret));
+			uring_exit(e);
+			return ret;
+		}
+	}
 	return 0;
 }
 
