@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -724,9 +725,19 @@ START_TEST(test_recv_waitall)
 	ck_assert_int_eq(full.res, 10);
 	ck_assert(!memcmp(in, "abcdefghij", 10));
 
-	/* "k" is still there; the peer goes before the rest comes. */
+	/* "k" is still there; the cancel comes before the rest.  Only once
+	   the receive has taken it (a pool worker may start late under
+	   load: a fixed sleep here made the test flaky). */
 	ck_assert_int_eq(afio_recv(ctx, sv[1], in, 10, MSG_WAITALL, tu_on_done, &cut), 0);
-	ck_assert_int_eq(afio_poll(ctx, 1, 50), 0);
+	for (int64_t until = tu_now_ns() + TU_HANG_MS * TU_NS_PER_MS;;) {
+		int unread = -1;
+
+		ck_assert_int_eq(afio_poll(ctx, 1, 10), 0);
+		ck_assert_int_eq(ioctl(sv[1], FIONREAD, &unread), 0);
+		if (!unread)
+			break;
+		ck_assert_msg(tu_now_ns() < until, "the receive never took its byte");
+	}
 	ck_assert_int_eq(afio_cancel(ctx, &cut), 1);
 	tu_wait_done(ctx, &cut);
 	/* Older kernels drop what io_uring had received at a cancel. */
