@@ -165,7 +165,7 @@ static void prep_sync(struct slot *s, const struct afio_req *r)
 
 static void prep_poll(struct slot *s, const struct afio_req *r)
 {
-	io_prep_poll(&s->iocb, afio_sock_hold_fd(&s->hold, r), afio_op_descs[r->op].events);
+	io_prep_poll(&s->iocb, afio_sock_hold_fd(&s->hold, r), afio_req_wait_events(r));
 	s->kind = K_POLL;
 }
 

@@ -391,7 +391,7 @@ static int watch_locked(struct pool *p, struct afio_req *r)
 {
 	struct slot *s = slot_of(p, r);
 	struct epoll_event ev = {
-		.events = (uint32_t)afio_op_descs[r->op].events | EPOLLONESHOT,
+		.events = (uint32_t)afio_req_wait_events(r) | EPOLLONESHOT,
 		.data.u64 = watch_key(r),
 	};
 	int ret, op;
@@ -622,7 +622,7 @@ static int wait_ready(struct worker *w, struct afio_req *r, int fd)
 {
 	struct slot *s = slot_of(w->pool, r);
 	struct pollfd pfd[2] = {
-		{ .fd = fd, .events = afio_op_descs[r->op].events },
+		{ .fd = fd, .events = afio_req_wait_events(r) },
 		{ .fd = w->wakefd, .events = POLLIN },
 	};
 	uint64_t v;

@@ -288,6 +288,10 @@ AFIO_API int afio_timeout(afio_ctx *ctx, uint64_t ns, afio_cb cb, void *data);
    way to wake the loop that watches afio_eventfd(), and the measure of
    what a request costs.  It waits for no other request. */
 AFIO_API int afio_nop(afio_ctx *ctx, afio_cb cb, void *data);
+/* Completes once fd is ready for one of events (POLLIN, POLLOUT, ...):
+   res is the poll(2) revents, or -errno.  A loop that waits inside
+   afio_poll() puts its own epoll fd here.  afio_poll_fd(3). */
+AFIO_API int afio_poll_fd(afio_ctx *ctx, int fd, unsigned events, afio_cb cb, void *data);
 
 /* ---- buffer pools and multishot requests ---- */
 

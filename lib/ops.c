@@ -43,6 +43,7 @@ const struct afio_op_desc afio_op_descs[AFIO_OP_COUNT] = {
 	[AFIO_OP_MKDIRAT] = { "mkdirat", AFIO_KIND_SYNC, 0 },
 	[AFIO_OP_NOP] = { "nop", AFIO_KIND_NOP, 0 },
 	[AFIO_OP_RECV_POOL] = { "recv_pooled", AFIO_KIND_SOCKET, POLLIN },
+	[AFIO_OP_POLL_FD] = { "poll_fd", AFIO_KIND_SOCKET, 0 },
 };
 
 unsigned afio_op_count(void)
@@ -410,6 +411,26 @@ int afio_send(afio_ctx *ctx, int fd, const void *buf, size_t len, int flags,
 	      afio_cb cb, void *data)
 {
 	return queue_sock(ctx, AFIO_OP_SEND, fd, buf, len, flags, cb, data);
+}
+
+/* What poll(2) reports without being asked is no event to wait for. */
+#define POLL_FD_EVENTS	(POLLIN | POLLPRI | POLLOUT | POLLRDHUP | POLLRDNORM | \
+			 POLLRDBAND | POLLWRNORM | POLLWRBAND)
+
+int afio_poll_fd(afio_ctx *ctx, int fd, unsigned events, afio_cb cb, void *data)
+{
+	struct afio_req *r;
+	int ret = check_fd(ctx, fd, cb);
+
+	if (ret)
+		return ret;
+	if (!events || (events & ~(unsigned)POLL_FD_EVENTS))
+		return -EINVAL;
+	r = new_req(ctx, AFIO_OP_POLL_FD, fd, cb, data, &ret);
+	if (!r)
+		return ret;
+	r->flags = (int)events;
+	return enqueue(ctx, r);
 }
 
 int afio_accept(afio_ctx *ctx, int fd, int flags, afio_cb cb, void *data)

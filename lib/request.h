@@ -37,6 +37,7 @@
  *   MKDIRAT         dirfd    path           -          -         -      -        mode
  *   NOP             -        -              -          -         -      -        -
  *   RECV_POOL       socket   -              buf_id     bufsize   (1)    MSG_*    pool
+ *   POLL_FD         fd       -              -          -         -      POLL*    -
  *
  * (1) the count of buffers given back when it last began to wait
  * (afio_bufpool_park()); buf_id is the buffer its result is in.
@@ -44,7 +45,8 @@
  * RECV_POOL waits for readiness without a buffer (the engine's part, which
  * ends with the poll(2) events as its result); the core then reads into a
  * buffer of the pool (lib/bufpool.c).  ACCEPT and RECV_POOL may be
- * multishot (r->shot).
+ * multishot (r->shot).  POLL_FD is that wait alone, for the events in
+ * flags, which end it as its result.
  */
 enum afio_op {
 	AFIO_OP_READ,
@@ -72,6 +74,7 @@ enum afio_op {
 	AFIO_OP_MKDIRAT,
 	AFIO_OP_NOP,
 	AFIO_OP_RECV_POOL,
+	AFIO_OP_POLL_FD,
 	AFIO_OP_COUNT,
 };
 
@@ -244,6 +247,13 @@ static inline enum afio_op_kind afio_op_kind(enum afio_op op)
 static inline int afio_op_is_socket(enum afio_op op)
 {
 	return afio_op_kind(op) == AFIO_KIND_SOCKET;
+}
+
+/* The readiness a socket-kind request waits for: its op's, or the
+   caller's for POLL_FD. */
+static inline short afio_req_wait_events(const struct afio_req *r)
+{
+	return r->op == AFIO_OP_POLL_FD ? (short)r->flags : afio_op_descs[r->op].events;
 }
 
 /* What a request stopped by a cancel or a hand-off error completes with:

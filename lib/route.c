@@ -106,7 +106,7 @@ static struct afio_route kernel_route(unsigned caps, enum afio_op op, enum afio_
 	/* A pooled receive on a kernel worker would hold its buffer while it
 	   waits for data, which is what the pool is there to avoid; in the
 	   submitter the kernel takes a buffer only when data is there. */
-	if (op == AFIO_OP_RECV_POOL && (caps & AFIO_CAP_SOCKETS))
+	if ((op == AFIO_OP_RECV_POOL || op == AFIO_OP_POLL_FD) && (caps & AFIO_CAP_SOCKETS))
 		return rt(AFIO_TRY_NONE, AFIO_RUN_KERNEL);
 	if (op == AFIO_OP_SENDFILE && (caps & AFIO_CAP_SOCKETS))
 		return rt(mode == AFIO_MODE_INLINE ? AFIO_TRY_CALLER : AFIO_TRY_NONE,

@@ -209,10 +209,11 @@ static ssize_t sendfile_bounded(struct afio_req *r, int fd)
 	return sent ? (ssize_t)sent : n;
 }
 
-/* A pooled receive's part in the engine: readiness, with no buffer. */
-static ssize_t readable_now(int fd)
+/* A pooled receive's part in the engine, and a poll_fd: readiness, with
+   no buffer. */
+static ssize_t ready_now(int fd, short events)
 {
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct pollfd pfd = { .fd = fd, .events = events };
 	int n;
 
 	do
@@ -238,7 +239,8 @@ ssize_t afio_req_sock_nowait(struct afio_req *r, int fd)
 	case AFIO_OP_SENDFILE:
 		return sendfile_bounded(r, fd);
 	case AFIO_OP_RECV_POOL:
-		return readable_now(fd);
+	case AFIO_OP_POLL_FD:
+		return ready_now(fd, afio_req_wait_events(r));
 	default:
 		break;
 	}

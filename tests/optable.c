@@ -12,6 +12,7 @@
 #include <linux/falloc.h>
 #include <linux/openat2.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -399,6 +400,12 @@ static unsigned run_recv_pooled(afio_ctx *ctx, struct fixture *f)
 	return 1;
 }
 
+static unsigned run_poll_fd(afio_ctx *ctx, struct fixture *f)
+{
+	TU_EXPECT(ctx, POLLOUT, afio_poll_fd(ctx, f->sv[1], POLLOUT, tu_on_done, &d));
+	return 1;
+}
+
 /* Each queues and checks requests of one op; returns how many. */
 static const struct {
 	const char *op;
@@ -412,7 +419,7 @@ static const struct {
 	{ "close", run_close }, { "statx", run_statx }, { "fallocate", run_fallocate },
 	{ "ftruncate", run_ftruncate }, { "sync_range", run_sync_range },
 	{ "renameat", run_renameat }, { "unlinkat", run_unlinkat }, { "mkdirat", run_mkdirat },
-	{ "nop", run_nop }, { "recv_pooled", run_recv_pooled },
+	{ "nop", run_nop }, { "recv_pooled", run_recv_pooled }, { "poll_fd", run_poll_fd },
 };
 
 /*

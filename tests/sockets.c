@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * accept, connect, sendmsg and recvmsg on one backend in one mode (from
+ * accept, connect, sendmsg, recvmsg and poll_fd on one backend in one mode (from
  * argv): results set against what the system says (addresses, flags,
  * msg_flags, control data), several waiting on one socket, and the
  * errors the Linux calls give, through the callback.
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -629,12 +630,119 @@ START_TEST(test_msg_errors)
 }
 END_TEST
 
+/* ---- poll_fd ---- */
+
+/* A socket: nothing until data comes, then POLLIN; POLLOUT at once. */
+START_TEST(test_poll_fd_socket)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	struct tu_done in = { 0 }, out = { 0 };
+	int sv[2];
+
+	tu_socketpair(sv);
+	tu_queued(afio_poll_fd(ctx, sv[1], POLLIN, tu_on_done, &in), "poll_fd POLLIN");
+	tu_queued(afio_poll_fd(ctx, sv[1], POLLOUT, tu_on_done, &out), "poll_fd POLLOUT");
+	tu_wait_once(ctx, &out, "poll_fd POLLOUT on a socket with room");
+	ck_assert_int_eq(out.res, POLLOUT);
+	tu_still_waiting(ctx, &in, "poll_fd POLLIN on a silent socket");
+	ck_assert_int_eq(write(sv[0], "x", 1), 1);
+	tu_wait_once(ctx, &in, "poll_fd POLLIN after a write");
+	ck_assert_int_eq(in.res, POLLIN);
+	/* The byte is still there: readiness moves nothing. */
+	ck_assert(tu_wait_readable(sv[1]));
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* The loop that waits inside afio_poll(): its own epoll set as the fd. */
+START_TEST(test_poll_fd_epoll)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event got;
+	struct tu_done d = { 0 };
+	int ep = epoll_create1(EPOLL_CLOEXEC), p[2];
+
+	ck_assert_int_ge(ep, 0);
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	ev.data.fd = p[0];
+	ck_assert_int_eq(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev), 0);
+	tu_queued(afio_poll_fd(ctx, ep, POLLIN, tu_on_done, &d), "poll_fd on an epoll fd");
+	tu_still_waiting(ctx, &d, "poll_fd on an epoll set with nothing ready");
+	ck_assert_int_eq(write(p[1], "x", 1), 1);
+	tu_wait_once(ctx, &d, "poll_fd on an epoll set after a write to its pipe");
+	ck_assert_int_eq(d.res, POLLIN);
+	ck_assert_int_eq(epoll_wait(ep, &got, 1, 0), 1);
+	ck_assert_int_eq(got.data.fd, p[0]);
+	afio_destroy(ctx);
+	close(ep);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
+/* What ends a wait without the events asked for: the peer's close, and a
+   regular file, which poll(2) takes as always ready. */
+START_TEST(test_poll_fd_hangup_and_file)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	struct tu_done hup = { 0 }, file = { 0 };
+	int sv[2], fd = tu_new_file(O_RDWR);
+
+	tu_socketpair(sv);
+	tu_queued(afio_poll_fd(ctx, sv[1], POLLIN | POLLRDHUP, tu_on_done, &hup), "poll_fd");
+	tu_still_waiting(ctx, &hup, "poll_fd before the peer closes");
+	close(sv[0]);
+	tu_wait_once(ctx, &hup, "poll_fd after the peer's close");
+	ck_assert_msg(hup.res > 0 && (hup.res & POLLRDHUP), "poll_fd res %zd on %s",
+		      hup.res, tu_target_name());
+	tu_queued(afio_poll_fd(ctx, fd, POLLIN, tu_on_done, &file), "poll_fd on a file");
+	tu_wait_once(ctx, &file, "poll_fd on a regular file");
+	ck_assert_int_eq(file.res, POLLIN);
+	afio_destroy(ctx);
+	close(sv[1]);
+	close(fd);
+}
+END_TEST
+
+/* Refused at the call, or -EBADF through the callback; a cancel ends a
+   wait once. */
+START_TEST(test_poll_fd_errors_and_cancel)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	struct tu_done bad = { 0 }, w = { 0 };
+	int sv[2];
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_poll_fd(ctx, -1, POLLIN, tu_on_done, &bad), -EBADF);
+	ck_assert_int_eq(afio_poll_fd(ctx, sv[0], 0, tu_on_done, &bad), -EINVAL);
+	ck_assert_int_eq(afio_poll_fd(ctx, sv[0], POLLNVAL, tu_on_done, &bad), -EINVAL);
+	ck_assert_int_eq(afio_poll_fd(ctx, sv[0], POLLIN, NULL, &bad), -EINVAL);
+	ck_assert_int_eq(afio_poll_fd(NULL, sv[0], POLLIN, tu_on_done, &bad), -EINVAL);
+	tu_queued(afio_poll_fd(ctx, tu_closed_fd(), POLLIN, tu_on_done, &bad), "poll_fd");
+	tu_wait_once(ctx, &bad, "poll_fd on a closed fd");
+	tu_expect_eq(bad.res, -EBADF, "poll_fd on a closed fd");
+	tu_queued(afio_poll_fd(ctx, sv[1], POLLIN, tu_on_done, &w), "poll_fd");
+	tu_still_waiting(ctx, &w, "poll_fd on a silent socket");
+	ck_assert_int_eq(afio_cancel(ctx, &w), 1);
+	tu_wait_once(ctx, &w, "poll_fd canceled");
+	ck_assert_int_eq(w.res, -ECANCELED);
+	tu_no_second_callback(ctx, &w, "poll_fd canceled");
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *sockets_suite(void)
 {
 	Suite *s = suite_create("sockets");
 	TCase *accepts = tu_tcase(s, "accept");
 	TCase *connects = tu_tcase(s, "connect");
 	TCase *msgs = tu_tcase(s, "msg");
+	TCase *polls = tu_tcase(s, "poll_fd");
 
 	tcase_add_loop_test(accepts, test_accept, 0, 2);
 	tcase_add_loop_test(accepts, test_accept_several, 0, 2);
@@ -649,6 +757,10 @@ static Suite *sockets_suite(void)
 	tcase_add_loop_test(msgs, test_msg_several, 0, 2);
 	tcase_add_test(msgs, test_msg_scm_rights);
 	tcase_add_test(msgs, test_msg_errors);
+	tcase_add_test(polls, test_poll_fd_socket);
+	tcase_add_test(polls, test_poll_fd_epoll);
+	tcase_add_test(polls, test_poll_fd_hangup_and_file);
+	tcase_add_test(polls, test_poll_fd_errors_and_cancel);
 	return s;
 }
 

@@ -156,6 +156,12 @@ void prep_native_shot(struct uring *u, struct io_uring_sqe *sqe, struct afio_req
 	*shot = SHOT_FIRST;
 }
 
+static void prep_poll_fd(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
+{
+	(void)u;
+	io_uring_prep_poll_add(sqe, r->fd, (unsigned)r->flags);
+}
+
 static void prep_nop(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
 	(void)u;
@@ -253,6 +259,7 @@ const struct uring_op uring_ops[AFIO_OP_COUNT] = {
 	[AFIO_OP_MKDIRAT] = { IORING_OP_MKDIRAT, "MKDIRAT", "5.15", prep_mkdirat },
 	[AFIO_OP_NOP] = { IORING_OP_NOP, "NOP", "5.1", prep_nop },
 	[AFIO_OP_RECV_POOL] = { IORING_OP_POLL_ADD, "POLL_ADD", "5.1", prep_recv_pool },
+	[AFIO_OP_POLL_FD] = { IORING_OP_POLL_ADD, "POLL_ADD", "5.1", prep_poll_fd },
 };
 
 int uring_op_kernel(const struct afio_engine *e, enum afio_op op, char *buf, size_t len)
