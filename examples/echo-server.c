@@ -564,13 +564,17 @@ static int parse_recv_args(struct echo *echo, const struct server_extra_option *
 static int parse_echo_args(struct echo *echo, const struct server_extra_option *opt,
 			   struct server_opts *opts)
 {
-	int lazy = parse_either(&opt[OPT_EVENTFD], "exact", "lazy");
+	const char *eventfd = opt[OPT_EVENTFD].value;
 	unsigned v;
 
-	if (lazy < 0)
-		return -EINVAL;
-	if (lazy)
+	if (eventfd && !strcmp(eventfd, "lazy")) {
 		opts->afio.flags |= AFIO_LAZY_EVENTFD;
+	} else if (eventfd && !strcmp(eventfd, "none")) {
+		opts->wait_inside = true;
+	} else if (eventfd && strcmp(eventfd, "exact")) {
+		fprintf(stderr, "--eventfd: expected exact, lazy or none, got \"%s\"\n", eventfd);
+		return -EINVAL;
+	}
 
 	if (opt[OPT_MAX_CONN].value &&
 	    parse_count(opt[OPT_MAX_CONN].name, opt[OPT_MAX_CONN].value, 1, MAX_CONN_LIMIT,
@@ -695,9 +699,12 @@ int main(int argc, char **argv)
 		},
 		[OPT_EVENTFD] = {
 			.name = "eventfd",
-			.help = "  --eventfd exact|lazy\n"
+			.help = "  --eventfd exact|lazy|none\n"
 				"                 lazy: AFIO_LAZY_EVENTFD, the eventfd cleared "
-				"only by a poll that finds nothing (default exact)\n",
+				"only by a poll that finds nothing;\n"
+				"                 none: the loop waits inside afio_poll(), its "
+				"epoll set\n"
+				"                 watched by afio_poll_fd() (default exact)\n",
 		},
 	};
 	struct echo echo = { .max_conn = DEFAULT_MAX_CONN, .buf_size = DEFAULT_BUF_SIZE };

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -165,6 +166,7 @@ void server_opts_init(struct server_opts *opts, const char *prog, unsigned defau
 	opts->default_port = default_port;
 	opts->max_conn = 64;
 	opts->entries = 0;
+	opts->wait_inside = false;
 	afio_config_init(&opts->afio);
 }
 
@@ -298,7 +300,7 @@ static int open_descriptors(struct server *srv, const struct server_opts *opts)
 	ret = watch(srv->epoll_fd, srv->listen_fd);
 	if (!ret)
 		ret = watch(srv->epoll_fd, srv->signal_fd);
-	if (!ret)
+	if (!ret && !srv->wait_inside)
 		ret = watch(srv->epoll_fd, afio_eventfd(srv->ctx));
 	if (ret)
 		return report("epoll_ctl", ret);
@@ -308,9 +310,10 @@ static int open_descriptors(struct server *srv, const struct server_opts *opts)
 	return 0;
 }
 
+/* Waiting inside, the epoll set's request takes one more. */
 static unsigned cfg_entries(const struct server_opts *opts)
 {
-	return opts->entries ? opts->entries : opts->max_conn;
+	return (opts->entries ? opts->entries : opts->max_conn) + opts->wait_inside;
 }
 
 /* One request per connection unless told otherwise; the pool sized for the mode in force
@@ -385,6 +388,9 @@ int server_open_context(struct server *srv, const struct server_opts *opts)
 	srv->listen_resume_ms = 0;
 	srv->out_of_fds = (struct server_ratelimit){ 0 };
 	srv->on_tick = NULL;
+	srv->wait_inside = opts->wait_inside;
+	srv->epoll_armed = srv->epoll_ready = false;
+	srv->epoll_err = 0;
 	srv->nofile = server_raise_nofile();
 	/* A peer that goes away mid-send must cost one -EPIPE, not the process. */
 	signal(SIGPIPE, SIG_IGN);
@@ -578,12 +584,77 @@ static void run_timers(struct server *srv)
 	}
 }
 
+static void on_epoll_ready(void *data, ssize_t res)
+{
+	struct server *srv = data;
+
+	srv->epoll_armed = false;
+	if (res < 0)
+		srv->epoll_err = (int)res;
+	else
+		srv->epoll_ready = true;
+}
+
+/* What the epoll set has, without waiting: the listener, the signals. */
+static bool dispatch_ready(struct server *srv, int *err)
+{
+	struct epoll_event ev[MAX_EVENTS];
+	bool stop = false;
+	int n;
+
+	n = epoll_wait(srv->epoll_fd, ev, MAX_EVENTS, 0);
+	if (n < 0 && errno != EINTR) {
+		*err = report("epoll_wait", -errno);
+		return true;
+	}
+	for (int i = 0; i < n && !stop; i++)
+		stop = dispatch(srv, ev[i].data.fd, err);
+	return stop;
+}
+
+/*
+ * The loop that waits inside the library: the epoll set is one more
+ * request, so that on io_uring a round costs afio_poll()'s one submit,
+ * and its wait, when nothing is done yet, is one io_uring_enter that
+ * submits too; the eventfd is never asked for, so the kernel never
+ * signals it.  The set's request goes out with the next afio_poll(), as
+ * do the receives of new connections.
+ */
+static int run_inside(struct server *srv)
+{
+	bool stop = false;
+	int n, err = 0;
+
+	while (!stop) {
+		if (!srv->epoll_armed) {
+			n = afio_poll_fd(srv->ctx, srv->epoll_fd, POLLIN, on_epoll_ready, srv);
+			if (n < 0)
+				return report("afio_poll_fd", n);
+			srv->epoll_armed = true;
+		}
+		n = afio_poll(srv->ctx, 1, wait_ms(srv));
+		if (n < 0 && n != -EINTR)
+			return report("afio_poll", n);
+		if (srv->epoll_err)
+			return report("afio_poll_fd", srv->epoll_err);
+		if (srv->epoll_ready) {
+			srv->epoll_ready = false;
+			stop = dispatch_ready(srv, &err);
+		}
+		if (has_timers(srv))
+			run_timers(srv);
+	}
+	return err;
+}
+
 int server_run(struct server *srv)
 {
 	struct epoll_event ev[MAX_EVENTS];
 	bool stop = false;
 	int n, err = 0;
 
+	if (srv->wait_inside)
+		return run_inside(srv);
 	while (!stop) {
 		n = epoll_wait(srv->epoll_fd, ev, MAX_EVENTS, wait_ms(srv));
 		if (n < 0 && errno == EINTR)

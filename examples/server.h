@@ -61,6 +61,7 @@ struct server_opts {
 	unsigned default_port;
 	unsigned max_conn;		/* each has one request in flight at most */
 	unsigned entries;		/* request entries; 0: max_conn */
+	bool wait_inside;		/* the loop waits in afio_poll(), not epoll_wait() */
 	struct afio_config afio;
 };
 
@@ -116,6 +117,10 @@ struct server {
 	void (*on_tick)(struct server *srv);
 	unsigned tick_ms;
 	uint64_t next_tick_ms;
+	bool wait_inside;		/* server_opts' */
+	bool epoll_armed;		/* wait_inside: the afio_poll_fd() is out */
+	bool epoll_ready;		/* and it said the epoll set has events */
+	int epoll_err;			/* or that it failed */
 };
 
 /* Raises RLIMIT_NOFILE to its hard limit, blocks SIGINT and SIGTERM,
@@ -136,7 +141,9 @@ void server_set_tick(struct server *srv, unsigned interval_ms,
 /* CLOCK_MONOTONIC in milliseconds. */
 uint64_t server_now_ms(void);
 
-/* Runs the loop until SIGINT or SIGTERM arrives.  0 or -errno. */
+/* Runs the loop until SIGINT or SIGTERM arrives.  0 or -errno.  It
+   waits in epoll_wait(), the eventfd in its set, or with wait_inside in
+   afio_poll(), its epoll set one more request (afio_poll_fd()). */
 int server_run(struct server *srv);
 
 /* Destroys the context, which runs every pending callback (-ECANCELED for

@@ -60,10 +60,13 @@ static void stop_server(struct server *s)
 
 /* ---- afio-echo's two ways to receive ---- */
 
-#define MAX_ECHO_ARGS	8
+#define MAX_ECHO_ARGS	10
 
-/* The echo tests loop over twice the targets: each with --recv own, then
-   each with --recv pooled. */
+/* The echo tests loop over three times the targets: each with --recv
+   own, then each with --recv pooled, then with --recv own and --eventfd
+   none (the loop waits inside afio_poll()). */
+#define ECHO_VARIANTS	3
+
 static const struct target *echo_target(int i)
 {
 	return &targets[i % ntargets];
@@ -71,7 +74,12 @@ static const struct target *echo_target(int i)
 
 static const char *echo_recv(int i)
 {
-	return i < ntargets ? "own" : "pooled";
+	return i / ntargets == 1 ? "pooled" : "own";
+}
+
+static bool echo_waits_inside(int i)
+{
+	return i / ntargets == 2;
 }
 
 /* --recv for test case i, then extra (NULL-terminated, may be NULL), into
@@ -82,6 +90,10 @@ static const char *const *echo_args(int i, const char *const *extra, const char 
 
 	out[n++] = "--recv";
 	out[n++] = echo_recv(i);
+	if (echo_waits_inside(i)) {
+		out[n++] = "--eventfd";
+		out[n++] = "none";
+	}
 	for (; extra && *extra; extra++) {
 		ck_assert_uint_lt(n, MAX_ECHO_ARGS - 1);
 		out[n++] = *extra;
@@ -802,15 +814,15 @@ static Suite *examples_suite(void)
 	TCase *echo = tcase_create("echo");
 	TCase *minimal = tcase_create("minimal");
 
-	tcase_add_loop_test(echo, echo_returns_what_was_sent, 0, 2 * ntargets);
-	tcase_add_loop_test(echo, echo_serves_clients_at_once, 0, 2 * ntargets);
-	tcase_add_loop_test(echo, echo_refuses_beyond_max_conn, 0, 2 * ntargets);
-	tcase_add_loop_test(echo, echo_stops_cleanly_with_clients, 0, 2 * ntargets);
-	tcase_add_loop_test(echo, echo_stops_cleanly_under_load, 0, 2 * ntargets);
-	tcase_add_loop_test(echo, echo_serves_thousands, 0, 2 * ntargets);
-	tcase_add_loop_test(echo, echo_refuses_what_async_cannot_serve, 0, 2 * ntargets);
-	tcase_add_loop_test(echo, echo_closes_idle_connections, 0, 2 * ntargets);
-	tcase_add_loop_test(echo, echo_survives_descriptor_exhaustion, 0, 2 * ntargets);
+	tcase_add_loop_test(echo, echo_returns_what_was_sent, 0, ECHO_VARIANTS * ntargets);
+	tcase_add_loop_test(echo, echo_serves_clients_at_once, 0, ECHO_VARIANTS * ntargets);
+	tcase_add_loop_test(echo, echo_refuses_beyond_max_conn, 0, ECHO_VARIANTS * ntargets);
+	tcase_add_loop_test(echo, echo_stops_cleanly_with_clients, 0, ECHO_VARIANTS * ntargets);
+	tcase_add_loop_test(echo, echo_stops_cleanly_under_load, 0, ECHO_VARIANTS * ntargets);
+	tcase_add_loop_test(echo, echo_serves_thousands, 0, ECHO_VARIANTS * ntargets);
+	tcase_add_loop_test(echo, echo_refuses_what_async_cannot_serve, 0, ECHO_VARIANTS * ntargets);
+	tcase_add_loop_test(echo, echo_closes_idle_connections, 0, ECHO_VARIANTS * ntargets);
+	tcase_add_loop_test(echo, echo_survives_descriptor_exhaustion, 0, ECHO_VARIANTS * ntargets);
 	/* Pooled only: the second round of the targets. */
 	tcase_add_loop_test(echo, echo_pooled_waits_for_buffers, ntargets, 2 * ntargets);
 	suite_add_tcase(s, echo);
