@@ -144,10 +144,12 @@ run_cell() {
 		nice -n "$nice" taskset -c 0 "$uring_bin" --port 0 \
 			$([ "$row" = uring-multishot ] && echo --multishot) >"$tmp/out" 2>"$tmp/err" &
 	else
-		# BACKEND/MODE+lazy: afio-echo --eventfd lazy; +pooled:
-		# --recv pooled; both may follow the mode, in either order.
+		# BACKEND/MODE+lazy: afio-echo --eventfd lazy; +inside:
+		# --eventfd none (the loop waits inside afio_poll()); +pooled:
+		# --recv pooled; they may follow the mode, in any order.
 		server=afio-echo backend=${row%/*} mode=${row#*/} eventfd=exact recv=own
 		[ "${mode#*+lazy}" != "$mode" ] && eventfd=lazy
+		[ "${mode#*+inside}" != "$mode" ] && eventfd=none
 		[ "${mode#*+pooled}" != "$mode" ] && recv=pooled
 		nice -n "$nice" taskset -c 0 "$echo_bin" --port 0 --backend "$backend" \
 			--mode "${mode%%+*}" --eventfd $eventfd --recv $recv \
