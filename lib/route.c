@@ -105,7 +105,8 @@ static struct afio_route kernel_route(unsigned caps, enum afio_op op, enum afio_
 		return rt(AFIO_TRY_NONE, AFIO_RUN_KERNEL);
 	/* A pooled receive on a kernel worker would hold its buffer while it
 	   waits for data, which is what the pool is there to avoid; in the
-	   submitter the kernel takes a buffer only when data is there. */
+	   submitter the kernel takes a buffer only when data is there.  A
+	   poll_fd there would hold a worker only to wait. */
 	if ((op == AFIO_OP_RECV_POOL || op == AFIO_OP_POLL_FD) && (caps & AFIO_CAP_SOCKETS))
 		return rt(AFIO_TRY_NONE, AFIO_RUN_KERNEL);
 	if (op == AFIO_OP_SENDFILE && (caps & AFIO_CAP_SOCKETS))

@@ -317,14 +317,6 @@ static void attach(struct afio_engine *e, struct uring *u)
 }
 
 /*
- * The kernel signals a registered eventfd at every flush of completions,
- * which costs a program that waits only inside afio_poll() (whose wait is
- * io_uring_enter) an eventfd write per flush, and a wake-up of whatever
- * polls it: so the eventfd is registered only once something watches it.
- * The core reaps after this and before it relies on the eventfd, so a CQE
- * posted before the registration is not missed.
- */
-/*
  * Before 5.18 registering an eventfd quiesced the ring: the call waited
  * for every request in flight, so a late one, with a receive waiting,
  * would hang the caller.  Such a kernel has it from init, as before.
@@ -335,6 +327,14 @@ static bool late_eventfd_is_safe(const struct uring *u)
 	return u->flags & IORING_SETUP_COOP_TASKRUN;
 }
 
+/*
+ * The kernel signals a registered eventfd at every flush of completions,
+ * which costs a program that waits only inside afio_poll() (whose wait is
+ * io_uring_enter) an eventfd write per flush, and a wake-up of whatever
+ * polls it: so the eventfd is registered only once something watches it.
+ * The core reaps after this and before it relies on the eventfd, so a CQE
+ * posted before the registration is not missed.
+ */
 int uring_watch_eventfd(struct afio_engine *e)
 {
 	struct uring *u = e->priv;
