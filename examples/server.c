@@ -389,7 +389,7 @@ int server_open_context(struct server *srv, const struct server_opts *opts)
 	srv->out_of_fds = (struct server_ratelimit){ 0 };
 	srv->on_tick = NULL;
 	srv->wait_inside = opts->wait_inside;
-	srv->epoll_armed = srv->epoll_ready = false;
+	srv->epoll_ready = false;
 	srv->epoll_err = 0;
 	srv->nofile = server_raise_nofile();
 	/* A peer that goes away mid-send must cost one -EPIPE, not the process. */
@@ -588,7 +588,6 @@ static void on_epoll_ready(void *data, ssize_t res)
 {
 	struct server *srv = data;
 
-	srv->epoll_armed = false;
 	if (res < 0)
 		srv->epoll_err = (int)res;
 	else
@@ -620,18 +619,21 @@ static bool dispatch_ready(struct server *srv, int *err)
  * signals it.  The set's request goes out with the next afio_poll(), as
  * do the receives of new connections.
  */
+static int watch_epoll_set(struct server *srv)
+{
+	int ret = afio_poll_fd(srv->ctx, srv->epoll_fd, POLLIN, on_epoll_ready, srv);
+
+	return ret < 0 ? report("afio_poll_fd", ret) : 0;
+}
+
 static int run_inside(struct server *srv)
 {
 	bool stop = false;
-	int n, err = 0;
+	int n, err = watch_epoll_set(srv);
 
+	if (err)
+		return err;
 	while (!stop) {
-		if (!srv->epoll_armed) {
-			n = afio_poll_fd(srv->ctx, srv->epoll_fd, POLLIN, on_epoll_ready, srv);
-			if (n < 0)
-				return report("afio_poll_fd", n);
-			srv->epoll_armed = true;
-		}
 		n = afio_poll(srv->ctx, 1, wait_ms(srv));
 		if (n < 0 && n != -EINTR)
 			return report("afio_poll", n);
@@ -640,6 +642,10 @@ static int run_inside(struct server *srv)
 		if (srv->epoll_ready) {
 			srv->epoll_ready = false;
 			stop = dispatch_ready(srv, &err);
+			if (!stop)
+				err = watch_epoll_set(srv);
+			if (err)
+				return err;
 		}
 		if (has_timers(srv))
 			run_timers(srv);

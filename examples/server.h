@@ -118,8 +118,8 @@ struct server {
 	unsigned tick_ms;
 	uint64_t next_tick_ms;
 	bool wait_inside;		/* server_opts' */
-	bool epoll_armed;		/* wait_inside: the afio_poll_fd() is out */
-	bool epoll_ready;		/* and it said the epoll set has events */
+	bool epoll_ready;		/* wait_inside: the afio_poll_fd() of the
+					   epoll set said it has events */
 	int epoll_err;			/* or that it failed */
 };
 
