@@ -145,7 +145,8 @@ static void usage(FILE *f)
 "                     library (--mode async: io_uring with IOSQE_ASYNC; psync:\n"
 "                     --threads threads each in pread/pwrite, --qd unused);\n"
 "                     io_uring-eventfd: io_uring with an eventfd registered,\n"
-"                     as the library's ring has one\n"
+"                     as the library's ring has one; pool: --threads workers\n"
+"                     fed by one locked queue, results back by an eventfd\n"
 "  --op openat|statx|sendfile|nop  instead of reads and writes: open and\n"
 "                     close, or statx, random files of a tree (--tree, else\n"
 "                     --files empty files made in --dir), or sendfile --bs at\n"
@@ -319,7 +320,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_RAW:
 			if (!raw_engine_known(optarg))
-				bad("--raw (io_uring, io_uring-eventfd, libaio or psync)", optarg);
+				bad("--raw (io_uring, io_uring-eventfd, libaio, psync or pool)", optarg);
 			o->raw = optarg;
 			break;
 		case OPT_OP:
@@ -369,6 +370,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		bad("--op nop runs raw on io_uring only (IORING_OP_NOP)", NULL);
 	if (o->op != BOP_RW && o->op != BOP_NOP && o->raw && strcmp(o->raw, "psync"))
 		bad("--op runs raw on psync only (the calls in a loop)", NULL);
+	if (o->raw && !strcmp(o->raw, "pool") && o->op != BOP_RW)
+		bad("--raw pool runs reads and writes only", NULL);
 }
 
 /* --compare: the matrix lives in a Python script next to this program. */

@@ -408,10 +408,162 @@ static int raw_psync(const struct workload *w, struct outcome *o, char *desc, si
 	return ret;
 }
 
+/*
+ * --raw pool: the engine under the library's ASYNC and HYBRID modes on
+ * the pool (and libaio's buffered I/O): --threads workers taking requests
+ * from one locked queue, each blocking in pread/pwrite, handing results
+ * back on a second list, the first of a burst writing an eventfd that the
+ * submitter sleeps on.  The thinnest hand-off to a thread there is; what
+ * the library's pool costs over it is the library's own.
+ */
+struct pool_run {
+	const struct workload *w;
+	pthread_mutex_t lock;
+	pthread_cond_t work;
+	unsigned *todo, todo_head, todo_len;	/* ring of qd slots */
+	unsigned *done, done_len;
+	long *res;
+	unsigned idle;
+	bool stop, signaled;
+	int efd;
+};
+
+static void *pool_main(void *arg)
+{
+	struct pool_run *p = arg;
+	const struct workload *w = p->w;
+	uint64_t one = 1;
+	unsigned slot;
+	ssize_t n;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->todo_len && !p->stop) {
+			p->idle++;
+			pthread_cond_wait(&p->work, &p->lock);
+			p->idle--;
+		}
+		if (!p->todo_len)
+			break;
+		slot = p->todo[p->todo_head];
+		p->todo_head = (p->todo_head + 1) % w->qd;
+		p->todo_len--;
+		pthread_mutex_unlock(&p->lock);
+		if (w->write)
+			n = pwrite(w->fd, w->bufs[slot], w->bs, (off_t)p->res[slot]);
+		else
+			n = pread(w->fd, w->bufs[slot], w->bs, (off_t)p->res[slot]);
+		pthread_mutex_lock(&p->lock);
+		p->res[slot] = n < 0 ? -errno : n;
+		p->done[p->done_len++] = slot;
+		if (!p->signaled) {
+			p->signaled = true;
+			if (write(p->efd, &one, sizeof(one)) < 0)
+				abort();
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* Under the lock; the offset rides in res until the worker has it. */
+static void pool_queue(struct pool_run *p, unsigned slot, uint64_t *rnd, uint64_t *next)
+{
+	const struct workload *w = p->w;
+
+	p->res[slot] = (long)(pick_block(w, rnd, next) * w->bs);
+	p->todo[(p->todo_head + p->todo_len++) % w->qd] = slot;
+	if (p->idle)
+		pthread_cond_signal(&p->work);
+}
+
+static int raw_pool(const struct workload *w, struct outcome *o, char *desc, size_t len)
+{
+	struct pool_run p = { .w = w, .lock = PTHREAD_MUTEX_INITIALIZER,
+			      .work = PTHREAD_COND_INITIALIZER };
+	pthread_t *tid = calloc(w->threads, sizeof(*tid));
+	unsigned *got = calloc(w->qd, sizeof(*got));
+	uint64_t *t_start = calloc(w->qd, sizeof(*t_start));
+	uint64_t rnd = seed(), next = 0, deadline, t, now, count;
+	unsigned started = 0, in_flight = 0, n;
+	int ret = -ENOMEM;
+
+	p.todo = calloc(w->qd, sizeof(*p.todo));
+	p.done = calloc(w->qd, sizeof(*p.done));
+	p.res = calloc(w->qd, sizeof(*p.res));
+	p.efd = eventfd(0, EFD_CLOEXEC);
+	if (!tid || !got || !t_start || !p.todo || !p.done || !p.res || p.efd < 0)
+		goto out;
+	snprintf(desc, len, "raw pool: %u threads in pread/pwrite, one locked queue, "
+		 "results back through an eventfd", w->threads);
+	for (ret = 0; started < w->threads; started++) {
+		ret = -pthread_create(&tid[started], NULL, pool_main, &p);
+		if (ret)
+			break;
+	}
+	stall_sync(&o->stalls);
+	o->t0 = t = now_ns();
+	deadline = o->t0 + (uint64_t)(w->runtime * 1e9);
+	pthread_mutex_lock(&p.lock);
+	for (unsigned i = 0; i < w->qd && !ret; i++, in_flight++) {
+		pool_queue(&p, i, &rnd, &next);
+		t_start[i] = o->t0;
+	}
+	pthread_mutex_unlock(&p.lock);
+	stall_add(&o->stalls, now_ns() - t);
+	while (in_flight && !ret) {
+		if (read(p.efd, &count, sizeof(count)) < 0) {
+			ret = -errno;
+			break;
+		}
+		stall_sync(&o->stalls);
+		t = now = now_ns();
+		pthread_mutex_lock(&p.lock);
+		p.signaled = false;
+		n = p.done_len;
+		memcpy(got, p.done, n * sizeof(*got));
+		p.done_len = 0;
+		pthread_mutex_unlock(&p.lock);
+		for (unsigned i = 0; i < n; i++)
+			outcome_io(o, p.res[got[i]], w->bs, now - t_start[got[i]]);
+		in_flight -= n;
+		pthread_mutex_lock(&p.lock);
+		for (unsigned i = 0; i < n; i++) {
+			if (p.res[got[i]] != (long)w->bs || !keep_going(now, deadline))
+				continue;
+			pool_queue(&p, got[i], &rnd, &next);
+			t_start[got[i]] = now;
+			in_flight++;
+		}
+		pthread_mutex_unlock(&p.lock);
+		stall_add(&o->stalls, now_ns() - t);
+	}
+	o->t1 = now_ns();
+out:
+	pthread_mutex_lock(&p.lock);
+	p.stop = true;
+	pthread_cond_broadcast(&p.work);
+	pthread_mutex_unlock(&p.lock);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+	if (p.efd >= 0)
+		close(p.efd);
+	free(p.res);
+	free(p.done);
+	free(p.todo);
+	free(t_start);
+	free(got);
+	free(tid);
+	if (ret)
+		fprintf(stderr, "afio-bench: pool: %s\n", strerror(-ret));
+	return ret;
+}
+
 bool raw_engine_known(const char *engine)
 {
 	return !strcmp(engine, "io_uring") || !strcmp(engine, "io_uring-eventfd") ||
-	       !strcmp(engine, "libaio") || !strcmp(engine, "psync");
+	       !strcmp(engine, "libaio") || !strcmp(engine, "psync") ||
+	       !strcmp(engine, "pool");
 }
 
 int raw_run(const char *engine, const struct workload *w, bool async, struct outcome *o,
@@ -429,6 +581,8 @@ int raw_run(const char *engine, const struct workload *w, bool async, struct out
 #endif
 	if (!strcmp(engine, "psync"))
 		return raw_psync(w, o, desc, desc_len);
+	if (!strcmp(engine, "pool") && w->op == BOP_RW)
+		return raw_pool(w, o, desc, desc_len);
 	fprintf(stderr, "afio-bench: --raw %s: not built in\n", engine);
 	return -ENOSYS;
 }
