@@ -187,7 +187,7 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 		return R_DONE;
 	}
 	if (!(fl & O_DIRECT)) {
-		r->buffered = 1;
+		r->dio = AFIO_DIO_OFF;
 		return R_POOL;
 	}
 	if (m->dio_ret == 1)

@@ -138,11 +138,11 @@ struct afio_req {
 	   whoever runs the request, so not in the word of state and cancel,
 	   which the owner reads meanwhile. */
 	uint8_t started;
-	/* File read or write: its fd was seen without O_DIRECT (by the
-	   backend that routed it, or the pool's first look), so nobody asks
-	   again (an F_SETFL in between races either way).  Written only by
-	   whoever runs the request. */
-	uint8_t buffered;
+	/* File read or write: enum afio_dio_seen, what the backend that
+	   routed it (or the pool's first look) saw of O_DIRECT on its fd, so
+	   nobody asks again (an F_SETFL in between races either way).
+	   Written only by whoever runs the request. */
+	uint8_t dio;
 	uint8_t shot;		/* enum afio_shot, set by the queueing call */
 	struct afio_ctx *ctx;
 	int fd;
@@ -152,6 +152,12 @@ struct afio_req {
 	uint8_t op;
 	uint8_t state;
 	uint8_t cancel;		/* afio_cancel() asked for it */
+};
+
+enum afio_dio_seen {
+	AFIO_DIO_UNSEEN,
+	AFIO_DIO_OFF,
+	AFIO_DIO_ON,
 };
 
 /* What a request that may complete more than once, or with a pool
