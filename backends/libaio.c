@@ -9,6 +9,15 @@
  * sockets (IOCB_CMD_POLL) go to the kernel; everything else is handed to the
  * thread pool.
  *
+ * Where the pool's route tries a buffered read or write in the caller
+ * first (INLINE) and more requests on the same file follow in the batch,
+ * that try is an iocb with RWF_NOWAIT in the same io_submit() as the rest
+ * of the batch (see try_in_kernel()): the kernel copies what the page
+ * cache holds right there, as the pool's preadv2(RWF_NOWAIT) would, but
+ * with one system call for the batch instead of one per request.  What it
+ * could not do without waiting (EAGAIN, a short count, EOPNOTSUPP) goes on
+ * in the pool from where it stopped.
+ *
  * Writes that extend the file go to the pool as well: ext4 completes them
  * inside io_submit().
  *
@@ -45,6 +54,7 @@
 enum kind {
 	K_NONE,
 	K_RW,		/* O_DIRECT read or write */
+	K_TRY,		/* buffered read or write with RWF_NOWAIT: done, or the pool's */
 	K_SYNC,		/* fsync or fdatasync */
 	K_POLL,		/* socket readiness, transfer follows in reap */
 };
@@ -79,11 +89,18 @@ struct laio {
 	struct afio_lbs_cache lbs;
 	bool used_statx;
 	bool used_lbs;
+	bool try_buffered;	/* the pool's route tries file requests in the caller */
+	bool no_nowait[2];	/* by is_write(): the kernel refused RWF_NOWAIT once */
 };
 
 static struct slot *slot_of(struct laio *a, const struct afio_req *r)
 {
 	return &a->slots[r->index];
+}
+
+static struct laio *e_laio(struct afio_engine *e)
+{
+	return e->priv;
 }
 
 /* ---- alignment ---- */
@@ -131,6 +148,11 @@ static bool extends(const struct afio_req *r, const struct afio_dio_facts *al)
 	return (r->flags & RWF_APPEND) || r->off + afio_req_bytes(r) > al->size;
 }
 
+static bool is_write(const struct afio_req *r)
+{
+	return r->op == AFIO_OP_WRITE || r->op == AFIO_OP_WRITEV;
+}
+
 /* ---- preparing iocbs ---- */
 
 static void prep_rw(struct slot *s, const struct afio_req *r)
@@ -152,6 +174,15 @@ static void prep_rw(struct slot *s, const struct afio_req *r)
 		break;
 	}
 	s->kind = K_RW;
+}
+
+/* The pool's try in the caller, made by the kernel inside io_submit(). */
+static void prep_try(struct slot *s, struct afio_req *r)
+{
+	prep_rw(s, r);
+	s->iocb.aio_rw_flags |= RWF_NOWAIT;
+	s->kind = K_TRY;
+	r->started = 1;
 }
 
 static void prep_sync(struct slot *s, const struct afio_req *r)
@@ -177,8 +208,27 @@ enum route {
 	R_DONE,		/* finished here with *res */
 };
 
+/*
+ * Whether the pool's try in the caller is made in io_submit() instead.
+ * Linux AIO reads a pipe or a socket as a stream, ignoring the offset,
+ * where pread(2) says ESPIPE, so the fd must be a file: an fstat, worth it
+ * only where another request on the same fd follows in this call (each
+ * would cost the pool's try a system call of its own).
+ */
+static bool try_in_kernel(struct laio *a, const struct afio_req *r, struct afio_fd_memo *m,
+			  const struct afio_req *next)
+{
+	if (!a->try_buffered || a->no_nowait[is_write(r)])
+		return false;
+	if (!afio_fd_memo_knows_positional(m) &&
+	    !(next && next->fd == r->fd && afio_op_kind(next->op) == AFIO_KIND_FILE_RW))
+		return false;
+	return afio_fd_memo_positional(m, r->fd) == 1;
+}
+
 static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
-			     struct afio_fd_memo *m, ssize_t *res)
+			     struct afio_fd_memo *m, const struct afio_req *next,
+			     ssize_t *res)
 {
 	int fl = afio_fd_memo_flags(m, r->fd);
 
@@ -188,7 +238,10 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 	}
 	if (!(fl & O_DIRECT)) {
 		r->dio = AFIO_DIO_OFF;
-		return R_POOL;
+		if (!try_in_kernel(a, r, m, next))
+			return R_POOL;
+		prep_try(s, r);
+		return R_KERNEL;
 	}
 	if (m->dio_ret == 1)
 		m->dio_ret = dio_facts(a, r->fd, &m->dio);
@@ -233,8 +286,9 @@ static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *
 	return R_KERNEL;
 }
 
+/* next: the request after r in the queue, if any. */
 static enum route route(struct laio *a, struct afio_req *r, struct afio_fd_memo *m,
-			ssize_t *res)
+			const struct afio_req *next, ssize_t *res)
 {
 	struct slot *s = slot_of(a, r);
 
@@ -242,7 +296,7 @@ static enum route route(struct laio *a, struct afio_req *r, struct afio_fd_memo 
 	case AFIO_KIND_SOCKET:
 		return route_socket(a, r, s, res);
 	case AFIO_KIND_FILE_RW:
-		return route_file(a, r, s, m, res);
+		return route_file(a, r, s, m, next, res);
 	default:
 		if (afio_route_pooled(a->route[r->op]))
 			return R_POOL;
@@ -274,9 +328,15 @@ static void refused(struct afio_engine *e, struct afio_req *r, int err)
 	s->where = W_IDLE;
 	s->kind = K_NONE;
 	/* EINVAL: this file system or kernel lacks the command; EAGAIN with
-	   nothing in the kernel: no room will come.  The pool can do either
-	   the blocking way.  Else the error is the request's result. */
-	if (err == -EAGAIN || (err == -EINVAL && kind != K_RW)) {
+	   nothing in the kernel: no room will come; a try refused at submit
+	   (a kernel or file without RWF_NOWAIT): the pool tries and reports
+	   the request's own error, if any.  The pool can do each the blocking
+	   way.  Else the error is the request's result. */
+	if (kind == K_TRY && err != -EAGAIN)
+		e_laio(e)->no_nowait[is_write(r)] = true;
+	else if (kind == K_TRY)
+		r->started = 0;
+	if (err == -EAGAIN || kind == K_TRY || (err == -EINVAL && kind != K_RW)) {
 		if (ours) {
 			e->handed--;
 			r->engine = NULL;
@@ -367,7 +427,7 @@ static int libaio_submit(struct afio_engine *e, struct afio_reqq *q)
 	if (a->pending.head)
 		submit_pending(e);
 	while (n < a->nr_events && (r = afio_reqq_pop(q))) {
-		switch (route(a, r, &memo, &res)) {
+		switch (route(a, r, &memo, q->head, &res)) {
 		case R_KERNEL:
 			a->batch_req[n++] = r;
 			continue;
@@ -419,8 +479,38 @@ static void poll_ready(struct laio *a, struct afio_req *r, long mask)
 	afio_reqq_push(&a->pending, r);
 }
 
-static void complete(struct laio *a, struct io_event *ev)
+/* A try's result: finished, or the rest to the pool from where it stopped
+   (a short count is pages the cache did not hold, or the end of the file,
+   which the pool then finds at once). */
+static void try_done(struct afio_engine *e, struct afio_req *r, long res)
 {
+	size_t want = afio_req_bytes(r);
+
+	if (res >= 0 && ((size_t)res >= want || !res)) {
+		afio_count_nowait(r->ctx);
+		afio_req_done(r, res);
+		return;
+	}
+	if (res < 0 && res != -EAGAIN && res != -EOPNOTSUPP) {
+		afio_req_done(r, res);
+		return;
+	}
+	if (res == -EOPNOTSUPP)
+		e_laio(e)->no_nowait[is_write(r)] = true;
+	if (r->cancel) {
+		afio_req_done(r, afio_req_stopped(r, -ECANCELED));
+		return;
+	}
+	if (res > 0)
+		r->progress = (size_t)res;
+	e->handed--;
+	r->engine = NULL;
+	afio_route_to_pool(e, r);
+}
+
+static void complete(struct afio_engine *e, struct io_event *ev)
+{
+	struct laio *a = e->priv;
 	struct slot *s = (struct slot *)ev->obj;
 	struct afio_req *r = s->req;
 	long res = (long)ev->res;
@@ -431,6 +521,8 @@ static void complete(struct laio *a, struct io_event *ev)
 	s->kind = K_NONE;
 	if (kind == K_POLL)
 		poll_ready(a, r, res);
+	else if (kind == K_TRY)
+		try_done(e, r, res);
 	else
 		afio_req_done(r, res);
 }
@@ -520,7 +612,7 @@ static void libaio_reap(struct afio_engine *e)
 	do {
 		n = get_events(a);
 		for (int i = 0; i < n; i++)
-			complete(a, &a->events[i]);
+			complete(e, &a->events[i]);
 	} while (n == (int)a->nr_events);
 	if (a->pending.head)
 		submit_pending(e);
@@ -768,6 +860,8 @@ static int libaio_init(struct afio_engine *e, const struct afio_config *cfg,
 	a->nr_events = n;
 	a->mode = cfg->mode;
 	a->route = e->route;
+	a->try_buffered = afio_route(0, false, AFIO_OP_READ, cfg->mode).first ==
+			  AFIO_TRY_CALLER;
 	a->evfd = afio_ctx_eventfd(e->ctx);
 	afio_reqq_init(&a->pending);
 	a->slots = calloc(n, sizeof(*a->slots));

@@ -859,8 +859,9 @@ static bool try_inline(struct pool *p, struct afio_req *r, struct afio_fd_memo *
 		break;
 	default:
 		/* RWF_NOWAIT keeps direct I/O off locks, not off the device: a
-		   direct read would wait for the disk right here. */
-		if (is_direct(r, m))
+		   direct read would wait for the disk right here.  A request
+		   libaio tried already would only fail again. */
+		if (r->started || is_direct(r, m))
 			return false;
 		n = file_try_nowait(p, r, &r->progress);
 		if (n == -EAGAIN || n == -EOPNOTSUPP ||

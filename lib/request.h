@@ -134,9 +134,11 @@ struct afio_req {
 	struct afio_engine *engine;	/* who owns it while HANDED */
 	int flags;
 	unsigned mode;
-	/* CONNECT: connect(2) was called, the rest is waiting.  Written by
-	   whoever runs the request, so not in the word of state and cancel,
-	   which the owner reads meanwhile. */
+	/* CONNECT: connect(2) was called, the rest is waiting.  File read or
+	   write: tried without blocking already (libaio's RWF_NOWAIT iocb),
+	   so the pool does not try again in the caller.  Written by whoever
+	   runs the request, so not in the word of state and cancel, which
+	   the owner reads meanwhile. */
 	uint8_t started;
 	/* File read or write: enum afio_dio_seen, what the backend that
 	   routed it (or the pool's first look) saw of O_DIRECT on its fd, so

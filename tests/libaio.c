@@ -162,6 +162,244 @@ START_TEST(test_buffered_goes_to_pool)
 }
 END_TEST
 
+/* ---- buffered requests in one submit call ---- */
+
+#define RUN 8u
+
+static uint64_t nowait_count(afio_ctx *ctx)
+{
+	struct afio_stats st;
+
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	return st.nowait;
+}
+
+/* RUN reads of len bytes from fd at i * len, queued and submitted together
+   (so that libaio sees a run on one fd), each checked against ref. */
+static void read_run(afio_ctx *ctx, int fd, const unsigned char *ref, size_t len)
+{
+	struct tu_done d[RUN] = { 0 };
+	unsigned char *back = malloc(RUN * len);
+
+	ck_assert_ptr_nonnull(back);
+	memset(back, 0xee, RUN * len);
+	for (unsigned i = 0; i < RUN; i++)
+		tu_queued(afio_read(ctx, fd, back + i * len, len, i * len, tu_on_done, &d[i]),
+			  "afio_read");
+	ck_assert_int_eq(afio_submit(ctx), RUN);
+	for (unsigned i = 0; i < RUN; i++) {
+		tu_wait_once(ctx, &d[i], "read of the run");
+		ck_assert_int_eq(d[i].res, len);
+	}
+	ck_assert(!memcmp(back, ref, RUN * len));
+	free(back);
+}
+
+/* A file of RUN * len bytes written with ref through a plain fd, synced,
+   its pages dropped from the cache when `evict`. */
+static int file_of(const unsigned char *ref, size_t size, bool evict)
+{
+	int fd = tu_tmpfile(0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, ref, size, 0), (ssize_t)size);
+	if (evict) {
+		ck_assert_int_eq(fsync(fd), 0);
+		ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	}
+	return fd;
+}
+
+/*
+ * INLINE: cached reads queued together on one fd are tried in io_submit()
+ * with RWF_NOWAIT and finish there, none handed to the pool; in the other
+ * modes the pool does them all.
+ */
+START_TEST(test_buffered_run_cached)
+{
+	unsigned char *ref = block_buf(RUN * BLK, 3);
+	afio_ctx *ctx = new_ctx();
+	int fd = file_of(ref, RUN * BLK, false);
+	uint64_t fb = tu_fallbacks(ctx), nw = nowait_count(ctx);
+
+	read_run(ctx, fd, ref, BLK);
+	if (target_mode == AFIO_MODE_INLINE) {
+		ck_assert_uint_eq(tu_fallbacks(ctx), fb);
+		ck_assert_uint_eq(nowait_count(ctx), nw + RUN);
+	} else {
+		ck_assert_uint_eq(tu_fallbacks(ctx), fb + RUN);
+	}
+	afio_destroy(ctx);
+	close(fd);
+	free(ref);
+}
+END_TEST
+
+/* Pages not in the cache: the try says EAGAIN and the pool reads them;
+   every read counts once, as finished at once or as handed on. */
+START_TEST(test_buffered_run_evicted)
+{
+	unsigned char *ref = block_buf(RUN * BLK, 5);
+	afio_ctx *ctx = new_ctx();
+	int fd = file_of(ref, RUN * BLK, true);
+	uint64_t fb = tu_fallbacks(ctx), nw = nowait_count(ctx);
+
+	read_run(ctx, fd, ref, BLK);
+	ck_assert_uint_eq(tu_fallbacks(ctx) - fb + nowait_count(ctx) - nw, RUN);
+	ck_assert_uint_gt(tu_fallbacks(ctx), fb);
+	afio_destroy(ctx);
+	close(fd);
+	free(ref);
+}
+END_TEST
+
+/*
+ * A read whose first half is cached and second half not: the try moves
+ * the first half and the pool the rest, from where it stopped; the
+ * callback gets the whole length once.  Readahead is off for the fd
+ * (POSIX_FADV_RANDOM) so that caching the first half caches no more.
+ */
+START_TEST(test_buffered_short_try_goes_on)
+{
+	const size_t half = 4 * BLK, len = 2 * half;
+	unsigned char *ref = block_buf(RUN * len, 7), *back = malloc(half);
+	afio_ctx *ctx = new_ctx();
+	int fd = file_of(ref, RUN * len, true);
+	uint64_t fb = tu_fallbacks(ctx);
+
+	ck_assert_ptr_nonnull(back);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0);
+	for (unsigned i = 0; i < RUN; i++)
+		ck_assert_int_eq(pread(fd, back, half, i * len), (ssize_t)half);
+	read_run(ctx, fd, ref, len);
+	ck_assert_uint_eq(tu_fallbacks(ctx), fb + RUN);
+	afio_destroy(ctx);
+	close(fd);
+	free(ref);
+	free(back);
+}
+END_TEST
+
+/* Reads that run into the end of the file stop there, once. */
+START_TEST(test_buffered_run_at_eof)
+{
+	unsigned char *ref = block_buf(RUN * BLK, 11), *back = malloc(2 * BLK);
+	afio_ctx *ctx = new_ctx();
+	int fd = file_of(ref, RUN * BLK - 100, false);
+	struct tu_done tail = { 0 }, past = { 0 };
+
+	ck_assert_ptr_nonnull(back);
+	tu_queued(afio_read(ctx, fd, back, 2 * BLK, (RUN - 1) * BLK, tu_on_done, &tail),
+		  "afio_read at the end");
+	tu_queued(afio_read(ctx, fd, back + BLK, BLK, RUN * BLK, tu_on_done, &past),
+		  "afio_read past the end");
+	ck_assert_int_eq(afio_submit(ctx), 2);
+	tu_wait_once(ctx, &tail, "read at the end");
+	tu_wait_once(ctx, &past, "read past the end");
+	ck_assert_int_eq(tail.res, BLK - 100);
+	ck_assert_int_eq(past.res, 0);
+	ck_assert(!memcmp(back, ref + (RUN - 1) * BLK, BLK - 100));
+	afio_destroy(ctx);
+	close(fd);
+	free(ref);
+	free(back);
+}
+END_TEST
+
+/* Linux AIO would read a pipe, or the context's eventfd, as a stream: a
+   run of positioned reads on either is -ESPIPE, as pread(2) says. */
+START_TEST(test_buffered_run_not_a_file)
+{
+	afio_ctx *ctx = new_ctx();
+	struct tu_done p[2] = { 0 }, e[2] = { 0 };
+	char buf[4][8];
+	int pp[2], evfd = afio_eventfd(ctx);
+
+	ck_assert_int_ge(evfd, 0);
+	ck_assert_int_eq(pipe2(pp, O_CLOEXEC), 0);
+	ck_assert_int_eq(write(pp[1], "abcdef", 6), 6);
+	for (int i = 0; i < 2; i++)
+		tu_queued(afio_read(ctx, pp[0], buf[i], 3, 0, tu_on_done, &p[i]), "pipe");
+	for (int i = 0; i < 2; i++)
+		tu_queued(afio_read(ctx, evfd, buf[2 + i], 8, 0, tu_on_done, &e[i]), "eventfd");
+	ck_assert_int_eq(afio_submit(ctx), 4);
+	for (int i = 0; i < 2; i++) {
+		tu_wait_once(ctx, &p[i], "read of a pipe");
+		tu_wait_once(ctx, &e[i], "read of the eventfd");
+		ck_assert_int_eq(p[i].res, -ESPIPE);
+		ck_assert_int_eq(e[i].res, -ESPIPE);
+	}
+	ck_assert_int_eq(read(pp[0], buf[0], 8), 6);
+	afio_destroy(ctx);
+	close(pp[0]);
+	close(pp[1]);
+}
+END_TEST
+
+/* Buffered writes in a run: ext4 refuses RWF_NOWAIT for them (the pool
+   writes them then, and the next run goes there straight); on a file
+   system that takes it they finish in the try.  Either way the file ends
+   up with every byte. */
+START_TEST(test_buffered_run_writes)
+{
+	unsigned char *ref = block_buf(RUN * BLK, 13), *back = malloc(RUN * BLK);
+	afio_ctx *ctx = new_ctx();
+	int fd = tu_tmpfile(0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_ptr_nonnull(back);
+	for (int round = 0; round < 2; round++) {
+		struct tu_done d[RUN] = { 0 };
+
+		for (unsigned i = 0; i < RUN; i++)
+			tu_queued(afio_write(ctx, fd, ref + i * BLK, BLK, i * BLK, tu_on_done,
+					     &d[i]), "afio_write");
+		ck_assert_int_eq(afio_submit(ctx), RUN);
+		for (unsigned i = 0; i < RUN; i++) {
+			tu_wait_once(ctx, &d[i], "write of the run");
+			ck_assert_int_eq(d[i].res, BLK);
+		}
+		ck_assert_int_eq(pread(fd, back, RUN * BLK, 0), (ssize_t)(RUN * BLK));
+		ck_assert(!memcmp(back, ref, RUN * BLK));
+	}
+	afio_destroy(ctx);
+	close(fd);
+	free(ref);
+	free(back);
+}
+END_TEST
+
+/* Canceled right after submit: each read completes once, with its bytes
+   or -ECANCELED, whether its try finished it or the pool had it. */
+START_TEST(test_buffered_run_canceled)
+{
+	unsigned char *ref = block_buf(RUN * BLK, 17), *back = malloc(RUN * BLK);
+	afio_ctx *ctx = new_ctx();
+	int fd = file_of(ref, RUN * BLK, true);
+	struct tu_done d[RUN] = { 0 };
+
+	ck_assert_ptr_nonnull(back);
+	for (unsigned i = 0; i < RUN; i++)
+		tu_queued(afio_read(ctx, fd, back + i * BLK, BLK, i * BLK, tu_on_done, &d[i]),
+			  "afio_read");
+	ck_assert_int_eq(afio_submit(ctx), RUN);
+	for (unsigned i = 0; i < RUN; i++)
+		(void)afio_cancel(ctx, &d[i]);
+	for (unsigned i = 0; i < RUN; i++) {
+		tu_wait_once(ctx, &d[i], "canceled read");
+		if (d[i].res != -ECANCELED) {
+			ck_assert_int_eq(d[i].res, BLK);
+			ck_assert(!memcmp(back + i * BLK, ref + i * BLK, BLK));
+		}
+	}
+	tu_no_second_callback(ctx, &d[0], "canceled read");
+	afio_destroy(ctx);
+	close(fd);
+	free(ref);
+	free(back);
+}
+END_TEST
+
 /*
  * A misaligned O_DIRECT request goes to the pool and gets there what
  * pread(2) on the same fd gets: the bytes where the file system does such
@@ -575,6 +813,13 @@ static Suite *libaio_suite(void)
 
 	tcase_add_test(direct, test_direct_aligned);
 	tcase_add_test(direct, test_buffered_goes_to_pool);
+	tcase_add_test(direct, test_buffered_run_cached);
+	tcase_add_test(direct, test_buffered_run_evicted);
+	tcase_add_test(direct, test_buffered_short_try_goes_on);
+	tcase_add_test(direct, test_buffered_run_at_eof);
+	tcase_add_test(direct, test_buffered_run_not_a_file);
+	tcase_add_test(direct, test_buffered_run_writes);
+	tcase_add_test(direct, test_buffered_run_canceled);
 	tcase_add_test(direct, test_direct_misaligned);
 	tcase_add_test(direct, test_direct_extending_write);
 	tcase_add_test(direct, test_fsync_in_kernel);
