@@ -98,11 +98,6 @@ static struct slot *slot_of(struct laio *a, const struct afio_req *r)
 	return &a->slots[r->index];
 }
 
-static struct laio *e_laio(struct afio_engine *e)
-{
-	return e->priv;
-}
-
 /* ---- alignment ---- */
 
 static int dio_facts(struct laio *a, int fd, struct afio_dio_facts *al)
@@ -317,11 +312,21 @@ static void to_kernel(struct laio *a, struct afio_req *r)
 	a->in_kernel++;
 }
 
+/* r, taken by this engine or not yet, goes on in the pool. */
+static void hand_to_pool(struct afio_engine *e, struct afio_req *r)
+{
+	if (r->engine == e) {
+		e->handed--;
+		r->engine = NULL;
+	}
+	afio_route_to_pool(e, r);
+}
+
 /* An iocb the kernel refused at submit (not one left for lack of room). */
 static void refused(struct afio_engine *e, struct afio_req *r, int err)
 {
-	struct slot *s = slot_of(e->priv, r);
-	bool ours = r->engine == e;
+	struct laio *a = e->priv;
+	struct slot *s = slot_of(a, r);
 	uint8_t kind = s->kind;
 
 	afio_sock_release(&s->hold);
@@ -333,15 +338,11 @@ static void refused(struct afio_engine *e, struct afio_req *r, int err)
 	   the request's own error, if any.  The pool can do each the blocking
 	   way.  Else the error is the request's result. */
 	if (kind == K_TRY && err != -EAGAIN)
-		e_laio(e)->no_nowait[is_write(r)] = true;
+		a->no_nowait[is_write(r)] = true;
 	else if (kind == K_TRY)
 		r->started = 0;
 	if (err == -EAGAIN || kind == K_TRY || (err == -EINVAL && kind != K_RW)) {
-		if (ours) {
-			e->handed--;
-			r->engine = NULL;
-		}
-		afio_route_to_pool(e, r);
+		hand_to_pool(e, r);
 	} else {
 		afio_req_done(r, afio_req_stopped(r, err));
 	}
@@ -496,16 +497,13 @@ static void try_done(struct afio_engine *e, struct afio_req *r, long res)
 		return;
 	}
 	if (res == -EOPNOTSUPP)
-		e_laio(e)->no_nowait[is_write(r)] = true;
-	if (r->cancel) {
-		afio_req_done(r, afio_req_stopped(r, -ECANCELED));
-		return;
-	}
+		((struct laio *)e->priv)->no_nowait[is_write(r)] = true;
 	if (res > 0)
 		r->progress = (size_t)res;
-	e->handed--;
-	r->engine = NULL;
-	afio_route_to_pool(e, r);
+	if (r->cancel)
+		afio_req_done(r, afio_req_stopped(r, -ECANCELED));
+	else
+		hand_to_pool(e, r);
 }
 
 static void complete(struct afio_engine *e, struct io_event *ev)
