@@ -332,16 +332,20 @@ static void refused(struct afio_engine *e, struct afio_req *r, int err)
 	afio_sock_release(&s->hold);
 	s->where = W_IDLE;
 	s->kind = K_NONE;
-	/* EINVAL: this file system or kernel lacks the command; EAGAIN with
-	   nothing in the kernel: no room will come; a try refused at submit
-	   (a kernel or file without RWF_NOWAIT): the pool tries and reports
-	   the request's own error, if any.  The pool can do each the blocking
-	   way.  Else the error is the request's result. */
-	if (kind == K_TRY && err != -EAGAIN)
-		a->no_nowait[is_write(r)] = true;
-	else if (kind == K_TRY)
+	/* EINVAL: this file system or kernel lacks the command (for a try:
+	   the flag, before Linux 4.13; EOPNOTSUPP: a file without it), and
+	   tries in that direction stop, since each refusal costs an
+	   io_submit() of its own (a request that was itself invalid stops
+	   them too, which costs speed only); EAGAIN with nothing in the
+	   kernel: no room will come.  The pool can do each the blocking way.
+	   Else (EBADF, EFAULT) the error is the request's result. */
+	bool lacks = err == -EINVAL || (kind == K_TRY && err == -EOPNOTSUPP);
+
+	if (kind == K_TRY) {
+		a->no_nowait[is_write(r)] |= lacks;
 		r->started = 0;
-	if (err == -EAGAIN || kind == K_TRY || (err == -EINVAL && kind != K_RW)) {
+	}
+	if (err == -EAGAIN || (lacks && kind != K_RW)) {
 		hand_to_pool(e, r);
 	} else {
 		afio_req_done(r, afio_req_stopped(r, err));

@@ -235,6 +235,45 @@ START_TEST(test_buffered_run_cached)
 }
 END_TEST
 
+/* A run the kernel refuses at submit for its own fault (reads of an fd
+   open only for writing: EBADF) fails with that error, and the next run
+   on a good fd is still tried in io_submit(). */
+START_TEST(test_buffered_refused_run_keeps_tries)
+{
+	unsigned char *ref = block_buf(RUN * BLK, 19), *back = malloc(RUN * BLK);
+	afio_ctx *ctx = new_ctx();
+	int fd = file_of(ref, RUN * BLK, false), wo;
+	struct tu_done d[RUN] = { 0 };
+	uint64_t fb, nw;
+	char path[64];
+
+	ck_assert_ptr_nonnull(back);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	wo = open(path, O_WRONLY | O_CLOEXEC);
+	ck_assert_int_ge(wo, 0);
+	for (unsigned i = 0; i < RUN; i++)
+		tu_queued(afio_read(ctx, wo, back + i * BLK, BLK, i * BLK, tu_on_done, &d[i]),
+			  "afio_read of a write-only fd");
+	ck_assert_int_eq(afio_submit(ctx), RUN);
+	for (unsigned i = 0; i < RUN; i++) {
+		tu_wait_once(ctx, &d[i], "read of a write-only fd");
+		ck_assert_int_eq(d[i].res, -EBADF);
+	}
+	fb = tu_fallbacks(ctx);
+	nw = nowait_count(ctx);
+	read_run(ctx, fd, ref, BLK);
+	if (target_mode == AFIO_MODE_INLINE) {
+		ck_assert_uint_eq(tu_fallbacks(ctx), fb);
+		ck_assert_uint_eq(nowait_count(ctx), nw + RUN);
+	}
+	afio_destroy(ctx);
+	close(wo);
+	close(fd);
+	free(ref);
+	free(back);
+}
+END_TEST
+
 /* Pages not in the cache: the try says EAGAIN and the pool reads them;
    every read counts once, as finished at once or as handed on. */
 START_TEST(test_buffered_run_evicted)
@@ -815,6 +854,7 @@ static Suite *libaio_suite(void)
 	tcase_add_test(direct, test_buffered_goes_to_pool);
 	tcase_add_test(direct, test_buffered_run_cached);
 	tcase_add_test(direct, test_buffered_run_evicted);
+	tcase_add_test(direct, test_buffered_refused_run_keeps_tries);
 	tcase_add_test(direct, test_buffered_short_try_goes_on);
 	tcase_add_test(direct, test_buffered_run_at_eof);
 	tcase_add_test(direct, test_buffered_run_not_a_file);
