@@ -419,6 +419,8 @@ static void give_back(struct laio *a, struct afio_reqq *q, struct afio_req **req
 	}
 }
 
+static void libaio_reap(struct afio_engine *e);
+
 static int libaio_submit(struct afio_engine *e, struct afio_reqq *q)
 {
 	struct laio *a = e->priv;
@@ -426,6 +428,7 @@ static int libaio_submit(struct afio_engine *e, struct afio_reqq *q)
 	struct afio_req *r;
 	unsigned n = 0, went;
 	int taken = 0;
+	bool tried = false;
 	ssize_t res;
 
 	afio_fd_memo_init(&memo);
@@ -449,10 +452,20 @@ static int libaio_submit(struct afio_engine *e, struct afio_reqq *q)
 		return taken;
 	went = submit_batch(e, a->batch_req, n);
 	/* Taken only now: until io_submit took them they were the queue's. */
-	for (unsigned i = 0; i < went; i++)
-		if (slot_of(a, a->batch_req[i])->where == W_KERNEL)
+	for (unsigned i = 0; i < went; i++) {
+		struct slot *s = slot_of(a, a->batch_req[i]);
+
+		if (s->where == W_KERNEL) {
 			afio_engine_take(e, a->batch_req[i]);
+			tried |= s->kind == K_TRY;
+		}
+	}
 	give_back(a, q, a->batch_req, went, n);
+	/* A try's event is in the ring as io_submit() returns: read now, what
+	   would wait reaches the pool in this same flush, not at the next
+	   poll (afio_submit(3): requests get going early). */
+	if (tried)
+		libaio_reap(e);
 	taken += (int)went;
 	return taken ? taken : -EAGAIN;
 }
