@@ -220,6 +220,29 @@ static int file_of(const unsigned char *ref, size_t size, bool evict)
 	return fd;
 }
 
+/* Whether the file system of $AFIO_TEST_DIR takes RWF_NOWAIT reads (tmpfs
+   does not: there every try goes to the pool). */
+static bool nowait_reads(int fd)
+{
+	char c;
+	struct iovec iov = { &c, 1 };
+
+	return preadv2(fd, &iov, 1, 0, RWF_NOWAIT) >= 0 || errno != EOPNOTSUPP;
+}
+
+/* The counts of a run that INLINE tried in io_submit() and that found
+   everything cached. */
+static bool tried_in_kernel(int fd)
+{
+	if (target_mode != AFIO_MODE_INLINE)
+		return false;
+	if (!nowait_reads(fd)) {
+		printf("no RWF_NOWAIT reads in $AFIO_TEST_DIR: counts not checked\n");
+		return false;
+	}
+	return true;
+}
+
 /*
  * INLINE: cached reads queued together on one fd are tried in io_submit()
  * with RWF_NOWAIT and finish there, none handed to the pool; in the other
@@ -233,10 +256,10 @@ START_TEST(test_buffered_run_cached)
 	uint64_t fb = tu_fallbacks(ctx), nw = nowait_count(ctx);
 
 	read_run(ctx, fd, ref, BLK);
-	if (target_mode == AFIO_MODE_INLINE) {
+	if (tried_in_kernel(fd)) {
 		ck_assert_uint_eq(tu_fallbacks(ctx), fb);
 		ck_assert_uint_eq(nowait_count(ctx), nw + RUN);
-	} else {
+	} else if (target_mode != AFIO_MODE_INLINE) {
 		ck_assert_uint_eq(tu_fallbacks(ctx), fb + RUN);
 	}
 	afio_destroy(ctx);
@@ -272,7 +295,7 @@ START_TEST(test_buffered_refused_run_keeps_tries)
 	fb = tu_fallbacks(ctx);
 	nw = nowait_count(ctx);
 	read_run(ctx, fd, ref, BLK);
-	if (target_mode == AFIO_MODE_INLINE) {
+	if (tried_in_kernel(fd)) {
 		ck_assert_uint_eq(tu_fallbacks(ctx), fb);
 		ck_assert_uint_eq(nowait_count(ctx), nw + RUN);
 	}
@@ -332,7 +355,9 @@ START_TEST(test_buffered_short_try_goes_on)
 	for (unsigned i = 0; i < RUN; i++)
 		ck_assert_int_eq(pread(fd, back, half, i * len), (ssize_t)half);
 	read_run(ctx, fd, ref, len);
-	ck_assert_uint_eq(tu_fallbacks(ctx), fb + RUN);
+	/* Each try's own miss starts reading its second half; a disk that
+	   finished that before the try looked again would leave it whole. */
+	ck_assert_uint_gt(tu_fallbacks(ctx), fb);
 	afio_destroy(ctx);
 	close(fd);
 	free(ref);
