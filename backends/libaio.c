@@ -130,6 +130,11 @@ static bool req_aligned(const struct afio_req *r, const struct afio_dio_facts *a
 	return true;
 }
 
+static bool is_write(const struct afio_req *r)
+{
+	return r->op == AFIO_OP_WRITE || r->op == AFIO_OP_WRITEV;
+}
+
 /*
  * A direct write past the end of the file is done inside io_submit() on
  * ext4 (it waits for the I/O to update the size), milliseconds here; so it
@@ -138,14 +143,9 @@ static bool req_aligned(const struct afio_req *r, const struct afio_dio_facts *a
  */
 static bool extends(const struct afio_req *r, const struct afio_dio_facts *al)
 {
-	if (r->op != AFIO_OP_WRITE && r->op != AFIO_OP_WRITEV)
+	if (!is_write(r))
 		return false;
 	return (r->flags & RWF_APPEND) || r->off + afio_req_bytes(r) > al->size;
-}
-
-static bool is_write(const struct afio_req *r)
-{
-	return r->op == AFIO_OP_WRITE || r->op == AFIO_OP_WRITEV;
 }
 
 /* ---- preparing iocbs ---- */
@@ -502,6 +502,7 @@ static void poll_ready(struct laio *a, struct afio_req *r, long mask)
    which the pool then finds at once). */
 static void try_done(struct afio_engine *e, struct afio_req *r, long res)
 {
+	struct laio *a = e->priv;
 	size_t want = afio_req_bytes(r);
 
 	if (res >= 0 && ((size_t)res >= want || !res)) {
@@ -514,7 +515,7 @@ static void try_done(struct afio_engine *e, struct afio_req *r, long res)
 		return;
 	}
 	if (res == -EOPNOTSUPP)
-		((struct laio *)e->priv)->no_nowait[is_write(r)] = true;
+		a->no_nowait[is_write(r)] = true;
 	if (res > 0)
 		r->progress = (size_t)res;
 	if (r->cancel)

@@ -205,7 +205,7 @@ static void read_run(afio_ctx *ctx, int fd, const unsigned char *ref, size_t len
 	read_run_then(ctx, fd, ref, len, NULL);
 }
 
-/* A file of RUN * len bytes written with ref through a plain fd, synced,
+/* A file of `size` bytes of ref written through a plain fd, synced and
    its pages dropped from the cache when `evict`. */
 static int file_of(const unsigned char *ref, size_t size, bool evict)
 {
