@@ -142,31 +142,6 @@ static void wake_idle_locked(struct pool *p, unsigned n)
 
 /* ---- performing a request ---- */
 
-/* A READV/WRITEV's iov without its first `skip` bytes, in out[]; returns
-   the count. */
-static int iov_advance(const struct afio_req *r, size_t skip, struct iovec *out, int max)
-{
-	const struct iovec *iov = r->iov;
-	int cnt = (int)r->len, n = 0;
-
-	for (int i = 0; i < cnt && n < max; i++) {
-		if (skip >= iov[i].iov_len) {
-			skip -= iov[i].iov_len;
-			continue;
-		}
-		out[n].iov_base = (char *)iov[i].iov_base + skip;
-		out[n].iov_len = iov[i].iov_len - skip;
-		skip = 0;
-		n++;
-	}
-	return n;
-}
-
-static bool is_read(const struct afio_req *r)
-{
-	return r->op == AFIO_OP_READ || r->op == AFIO_OP_READV;
-}
-
 /* One fcntl per request at most, the answer kept in r; m (NULL on a
    worker) shares one answer among the requests of a submit call. */
 static bool is_direct(struct afio_req *r, struct afio_fd_memo *m)
@@ -180,72 +155,6 @@ static bool is_direct(struct afio_req *r, struct afio_fd_memo *m)
 	return r->dio == AFIO_DIO_ON;
 }
 
-/* One preadv2/pwritev2 of iov, r's bytes from `progress` on; n or -errno. */
-static inline ssize_t rw_iov(const struct afio_req *r, const struct iovec *iov, int cnt,
-			     size_t progress, int rwf)
-{
-	off_t at = (off_t)(r->off + progress);
-	ssize_t n;
-
-	if (is_read(r))
-		n = preadv2(r->fd, iov, cnt, at, rwf | r->flags);
-	else
-		n = pwritev2(r->fd, iov, cnt, at, rwf | r->flags);
-	return n < 0 ? -errno : n;
-}
-
-/* Apart, so that its IOV_MAX array is not on every call's stack. */
-static __attribute__((noinline)) ssize_t rw_vectored(const struct afio_req *r,
-						     size_t progress, int rwf)
-{
-	struct iovec iov[IOV_MAX];
-
-	return rw_iov(r, iov, iov_advance(r, progress, iov, IOV_MAX), progress, rwf);
-}
-
-static ssize_t rw_step(const struct afio_req *r, size_t progress, int rwf)
-{
-	struct iovec one = { (char *)r->buf + progress, r->len - progress };
-	off_t at = (off_t)(r->off + progress);
-	ssize_t n;
-
-	if (r->op == AFIO_OP_READV || r->op == AFIO_OP_WRITEV)
-		return rw_vectored(r, progress, rwf);
-	if (rwf | r->flags)
-		return rw_iov(r, &one, 1, progress, rwf);
-	/* The kernel's vectored entry copies and checks an iovec that
-	   pread's does not: 5-8% of a cached 4 KiB read's time. */
-	if (is_read(r))
-		n = pread(r->fd, one.iov_base, one.iov_len, at);
-	else
-		n = pwrite(r->fd, one.iov_base, one.iov_len, at);
-	return n < 0 ? -errno : n;
-}
-
-/*
- * File read or write from r->off + progress to the end of the request.
- * Without RWF_NOWAIT it loops until done or EOF, as the kernel does for
- * regular files; with it, it stops at the first short or refused transfer.
- */
-static ssize_t file_rw(const struct afio_req *r, size_t *progress, int rwf)
-{
-	size_t want = afio_req_bytes(r);
-	ssize_t n;
-
-	while (*progress < want || !want) {
-		n = rw_step(r, *progress, rwf);
-		if (n < 0) {
-			if (n == -EINTR)
-				continue;
-			return *progress ? (ssize_t)*progress : n;
-		}
-		*progress += (size_t)n;
-		if (!n || !want || rwf)
-			break;
-	}
-	return (ssize_t)*progress;
-}
-
 /*
  * One attempt without waiting.  Some file systems (ext4 among them) refuse
  * RWF_NOWAIT on buffered writes with EOPNOTSUPP; after the first refusal
@@ -257,10 +166,10 @@ static ssize_t file_try_nowait(struct pool *p, const struct afio_req *r, size_t 
 {
 	ssize_t n;
 
-	if (!is_read(r) && atomic_load_explicit(&p->no_nowait_writes, memory_order_relaxed))
+	if (afio_req_writes(r) && atomic_load_explicit(&p->no_nowait_writes, memory_order_relaxed))
 		return -EOPNOTSUPP;
-	n = file_rw(r, progress, RWF_NOWAIT);
-	if (n == -EOPNOTSUPP && !is_read(r))
+	n = afio_req_file_rw(r, progress, RWF_NOWAIT);
+	if (n == -EOPNOTSUPP && afio_req_writes(r))
 		atomic_store_explicit(&p->no_nowait_writes, true, memory_order_relaxed);
 	return n;
 }
@@ -333,7 +242,7 @@ static void finish_locked(struct pool *p, struct afio_req *r, ssize_t res)
    each. */
 static uint8_t lane_of(struct afio_req *r, struct afio_fd_memo *m)
 {
-	if (afio_op_kind(r->op) != AFIO_KIND_FILE_RW || is_direct(r, m) || is_read(r))
+	if (afio_op_kind(r->op) != AFIO_KIND_FILE_RW || is_direct(r, m) || !afio_req_writes(r))
 		return NO_LANE;
 	return (unsigned)r->fd % WRITE_LANES;
 }
@@ -718,7 +627,7 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 	   before they are; what may wait tells them first.  RWF_NOWAIT does
 	   not keep direct I/O off the device. */
 	try_first = rt.first == AFIO_TRY_WORKER ||
-		    (rt.first == AFIO_TRY_NONE && w->owes_signal && is_read(r));
+		    (rt.first == AFIO_TRY_NONE && w->owes_signal && !afio_req_writes(r));
 	if (try_first && !r->progress && !is_direct(r, NULL)) {
 		n = file_try_nowait(p, r, &r->progress);
 		if (n == 0 || (n > 0 && (size_t)n == afio_req_bytes(r)))
@@ -733,9 +642,9 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 	   them first cost an eventfd write and a wake-up of the owner per
 	   write.  A read that gets here, or direct I/O, waits for the device.
 	   lane_of() has asked already. */
-	if (is_read(r) || r->dio == AFIO_DIO_ON)
+	if (!afio_req_writes(r) || r->dio == AFIO_DIO_ON)
 		settle(w);
-	return file_rw(r, &r->progress, 0);
+	return afio_req_file_rw(r, &r->progress, 0);
 }
 
 static ssize_t perform(struct worker *w, struct afio_req *r, bool *watched)

@@ -307,6 +307,22 @@ bool afio_sock_can_try(const struct afio_req *r, int fd);
    that its sendfile(2) waits for nothing. */
 bool afio_sendfile_cached(const struct afio_req *r);
 
+/* ---- lib/fileops.c: file reads and writes in the calling thread ---- */
+
+/* A FILE_RW-kind request writes (else it reads). */
+static inline bool afio_req_writes(const struct afio_req *r)
+{
+	return r->op == AFIO_OP_WRITE || r->op == AFIO_OP_WRITEV;
+}
+
+/*
+ * r's read or write from r->off + *progress to the end of the request,
+ * moving *progress on.  Without RWF_NOWAIT in rwf it loops until done or
+ * EOF, as the kernel does for regular files; with it, it stops at the
+ * first short or refused transfer.  Bytes moved, or -errno when none did.
+ */
+ssize_t afio_req_file_rw(const struct afio_req *r, size_t *progress, int rwf);
+
 /* ---- lib/syncops.c: every op done the blocking way, for the pool ---- */
 
 /* A SYNC-kind request, blocking: its result. */
