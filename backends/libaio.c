@@ -12,7 +12,7 @@
  * Where the pool's route tries a buffered read or write in the caller
  * first (INLINE) and more requests on the same file follow in the batch,
  * that try is an iocb with RWF_NOWAIT in the same io_submit() as the rest
- * of the batch (see try_in_kernel()): the kernel copies what the page
+ * of the batch (see route_try()): the kernel copies what the page
  * cache holds right there, as the pool's preadv2(RWF_NOWAIT) would, but
  * with one system call for the batch instead of one per request.  What it
  * could not do without waiting (EAGAIN, a short count, EOPNOTSUPP) goes on
@@ -90,7 +90,7 @@ struct laio {
 	bool used_statx;
 	bool used_lbs;
 	bool try_buffered;	/* the pool's route tries file requests in the caller */
-	bool no_nowait[2];	/* by is_write(): the kernel refused RWF_NOWAIT once */
+	bool no_nowait[2];	/* by afio_req_writes(): the kernel refused RWF_NOWAIT once */
 };
 
 static struct slot *slot_of(struct laio *a, const struct afio_req *r)
@@ -130,11 +130,6 @@ static bool req_aligned(const struct afio_req *r, const struct afio_dio_facts *a
 	return true;
 }
 
-static bool is_write(const struct afio_req *r)
-{
-	return r->op == AFIO_OP_WRITE || r->op == AFIO_OP_WRITEV;
-}
-
 /*
  * A direct write past the end of the file is done inside io_submit() on
  * ext4 (it waits for the I/O to update the size), milliseconds here; so it
@@ -143,7 +138,7 @@ static bool is_write(const struct afio_req *r)
  */
 static bool extends(const struct afio_req *r, const struct afio_dio_facts *al)
 {
-	if (!is_write(r))
+	if (!afio_req_writes(r))
 		return false;
 	return (r->flags & RWF_APPEND) || r->off + afio_req_bytes(r) > al->size;
 }
@@ -201,24 +196,27 @@ enum route {
 	R_KERNEL,	/* s->iocb is ready for io_submit */
 	R_POOL,
 	R_DONE,		/* finished here with *res */
+	R_TRY_HERE,	/* the pool's try, made by try_first_here() */
 };
 
 /*
- * Whether the pool's try in the caller is made in io_submit() instead.
- * Linux AIO reads a pipe or a socket as a stream, ignoring the offset,
- * where pread(2) says ESPIPE, so the fd must be a file: an fstat, worth it
- * only where another request on the same fd follows in this call (each
- * would cost the pool's try a system call of its own).
+ * Where the pool's try in the caller is made: in io_submit(), among the
+ * rest of the batch, once this call knows that fd has positions (Linux
+ * AIO reads a pipe, a socket or an eventfd as a stream, ignoring the
+ * offset, where pread(2) says ESPIPE).  The first request of a run on an
+ * fd is that test itself (try_first_here()); a lone one stays the
+ * pool's, which tries it with the same one system call.
  */
-static bool try_in_kernel(struct laio *a, const struct afio_req *r, struct afio_fd_memo *m,
-			  const struct afio_req *next)
+static enum route route_try(struct laio *a, const struct afio_req *r, struct afio_fd_memo *m,
+			    const struct afio_req *next)
 {
-	if (!a->try_buffered || a->no_nowait[is_write(r)])
-		return false;
-	if (!afio_fd_memo_knows_positional(m) &&
-	    !(next && next->fd == r->fd && afio_op_kind(next->op) == AFIO_KIND_FILE_RW))
-		return false;
-	return afio_fd_memo_positional(m, r->fd) == 1;
+	if (!a->try_buffered || a->no_nowait[afio_req_writes(r)])
+		return R_POOL;
+	if (m->positional != AFIO_FD_POSITIONS_UNKNOWN)
+		return m->positional ? R_KERNEL : R_POOL;
+	if (next && next->fd == r->fd && afio_op_kind(next->op) == AFIO_KIND_FILE_RW)
+		return R_TRY_HERE;
+	return R_POOL;
 }
 
 static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
@@ -232,11 +230,12 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 		return R_DONE;
 	}
 	if (!(fl & O_DIRECT)) {
+		enum route to = route_try(a, r, m, next);
+
 		r->dio = AFIO_DIO_OFF;
-		if (!try_in_kernel(a, r, m, next))
-			return R_POOL;
-		prep_try(s, r);
-		return R_KERNEL;
+		if (to == R_KERNEL)
+			prep_try(s, r);
+		return to;
 	}
 	if (m->dio_ret == 1)
 		m->dio_ret = dio_facts(a, r->fd, &m->dio);
@@ -322,6 +321,47 @@ static void hand_to_pool(struct afio_engine *e, struct afio_req *r)
 	afio_route_to_pool(e, r);
 }
 
+/* A try's result: finished, or the rest to the pool from where it stopped
+   (a short count is pages the cache did not hold, or the end of the file,
+   which the pool then finds at once). */
+static void try_done(struct afio_engine *e, struct afio_req *r, long res)
+{
+	size_t want = afio_req_bytes(r);
+
+	if (res >= 0 && ((size_t)res >= want || !res)) {
+		afio_count_nowait(r->ctx);
+		afio_req_done(r, res);
+		return;
+	}
+	if (res < 0 && res != -EAGAIN && res != -EOPNOTSUPP) {
+		afio_req_done(r, res);
+		return;
+	}
+	if (res > 0)
+		r->progress = (size_t)res;
+	if (r->cancel)
+		afio_req_done(r, afio_req_stopped(r, -ECANCELED));
+	else
+		hand_to_pool(e, r);
+}
+
+/* The first request of a run on an fd whose positions this call does not
+   know yet: the pool's try, here, in place of an fstat that would say no
+   more.  A refusal of RWF_NOWAIT turns tries off as one in io_submit()
+   does. */
+static void try_first_here(struct afio_engine *e, struct afio_req *r, struct afio_fd_memo *m)
+{
+	struct laio *a = e->priv;
+	ssize_t n = afio_req_file_rw(r, &r->progress, RWF_NOWAIT);
+
+	/* pread(2) looks at the flags only once the fd has positions. */
+	m->positional = n >= 0 || n == -EAGAIN || n == -EOPNOTSUPP;
+	if (n == -EOPNOTSUPP)
+		a->no_nowait[afio_req_writes(r)] = true;
+	r->started = 1;
+	try_done(e, r, n);
+}
+
 /* An iocb the kernel refused at submit (not one left for lack of room). */
 static void refused(struct afio_engine *e, struct afio_req *r, int err)
 {
@@ -342,7 +382,7 @@ static void refused(struct afio_engine *e, struct afio_req *r, int err)
 	bool lacks = err == -EINVAL || (kind == K_TRY && err == -EOPNOTSUPP);
 
 	if (kind == K_TRY) {
-		a->no_nowait[is_write(r)] |= lacks;
+		a->no_nowait[afio_req_writes(r)] |= lacks;
 		r->started = 0;
 	}
 	if (err == -EAGAIN || (lacks && kind != K_RW)) {
@@ -442,6 +482,9 @@ static int libaio_submit(struct afio_engine *e, struct afio_reqq *q)
 		case R_POOL:
 			afio_route_to_pool(e, r);
 			break;
+		case R_TRY_HERE:
+			try_first_here(e, r, &memo);
+			break;
 		case R_DONE:
 			afio_req_done(r, res);
 			break;
@@ -497,33 +540,6 @@ static void poll_ready(struct laio *a, struct afio_req *r, long mask)
 	afio_reqq_push(&a->pending, r);
 }
 
-/* A try's result: finished, or the rest to the pool from where it stopped
-   (a short count is pages the cache did not hold, or the end of the file,
-   which the pool then finds at once). */
-static void try_done(struct afio_engine *e, struct afio_req *r, long res)
-{
-	struct laio *a = e->priv;
-	size_t want = afio_req_bytes(r);
-
-	if (res >= 0 && ((size_t)res >= want || !res)) {
-		afio_count_nowait(r->ctx);
-		afio_req_done(r, res);
-		return;
-	}
-	if (res < 0 && res != -EAGAIN && res != -EOPNOTSUPP) {
-		afio_req_done(r, res);
-		return;
-	}
-	if (res == -EOPNOTSUPP)
-		a->no_nowait[is_write(r)] = true;
-	if (res > 0)
-		r->progress = (size_t)res;
-	if (r->cancel)
-		afio_req_done(r, afio_req_stopped(r, -ECANCELED));
-	else
-		hand_to_pool(e, r);
-}
-
 static void complete(struct afio_engine *e, struct io_event *ev)
 {
 	struct laio *a = e->priv;
@@ -537,8 +553,11 @@ static void complete(struct afio_engine *e, struct io_event *ev)
 	s->kind = K_NONE;
 	if (kind == K_POLL)
 		poll_ready(a, r, res);
-	else if (kind == K_TRY)
+	else if (kind == K_TRY) {
+		if (res == -EOPNOTSUPP)
+			a->no_nowait[afio_req_writes(r)] = true;
 		try_done(e, r, res);
+	}
 	else
 		afio_req_done(r, res);
 }

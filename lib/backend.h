@@ -263,7 +263,9 @@ struct afio_fd_memo {
 	int fd;			/* -1: nothing asked yet */
 	int fl;			/* its F_GETFL, or -errno */
 	int dio_ret;		/* 1: not asked; else what afio_dio_facts() gave */
-	int positional;		/* 2: not asked; else afio_fd_memo_positional()'s */
+	int positional;		/* 1: fd has positions (pread(2) took it);
+				   0: not, or not known to; or: */
+#define AFIO_FD_POSITIONS_UNKNOWN 2
 	struct afio_dio_facts dio;
 };
 
@@ -272,19 +274,9 @@ static inline void afio_fd_memo_init(struct afio_fd_memo *m)
 	m->fd = -1;
 }
 
-/* fd's F_GETFL (or -errno), asked once per fd in a row. */
+/* fd's F_GETFL (or -errno), asked once per fd in a row; a new fd's other
+   answers are then unknown. */
 int afio_fd_memo_flags(struct afio_fd_memo *m, int fd);
-
-/* 1 when fd is a regular file or a block device, whose reads and writes
-   have a position, 0 for anything else (a pipe, a socket, an eventfd:
-   pread(2) refuses them where Linux AIO would read them as streams),
-   -errno; asked once per fd in a row, after afio_fd_memo_flags(). */
-int afio_fd_memo_positional(struct afio_fd_memo *m, int fd);
-
-static inline bool afio_fd_memo_knows_positional(const struct afio_fd_memo *m)
-{
-	return m->positional != 2;
-}
 
 /* snprintf into reason, tolerating a NULL or zero-sized buffer. */
 void afio_reason(char *reason, size_t len, const char *fmt, ...)

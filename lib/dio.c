@@ -216,17 +216,7 @@ int afio_fd_memo_flags(struct afio_fd_memo *m, int fd)
 		if (m->fl < 0)
 			m->fl = -errno;
 		m->dio_ret = 1;
-		m->positional = 2;
+		m->positional = AFIO_FD_POSITIONS_UNKNOWN;
 	}
 	return m->fl;
-}
-
-int afio_fd_memo_positional(struct afio_fd_memo *m, int fd)
-{
-	struct stat st;
-
-	if (m->positional == 2)
-		m->positional = fstat(fd, &st) < 0 ? -errno :
-				S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
-	return m->positional;
 }

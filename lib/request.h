@@ -135,7 +135,8 @@ struct afio_req {
 	int flags;
 	unsigned mode;
 	/* CONNECT: connect(2) was called, the rest is waiting.  File read or
-	   write: tried without blocking already (libaio's RWF_NOWAIT iocb),
+	   write: tried without blocking already (by libaio: an RWF_NOWAIT
+	   iocb, or the try of a run's first request in the submit call),
 	   so the pool does not try again in the caller.  Written by whoever
 	   runs the request, so not in the word of state and cancel, which
 	   the owner reads meanwhile. */
