@@ -135,17 +135,22 @@ def main(path, png):
         for c in labels:
             vals = {s: x for cc, s, x in chart if cc == c}
             f.write(c + " " + " ".join(f"{vals.get(s, 0):.3f}" for s in servers) + "\n")
-    plot = f"""set terminal png noenhanced size 1800,{1300 if interference else 750}
+    panels = bool(labels) + bool(interference)
+    if not panels:
+        return
+    plot = f"""set terminal png noenhanced size 1800,{650 * panels + 100}
 set output '{png}'
-set multiplot layout {2 if interference else 1},1
+set multiplot layout {panels},1
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
-set title "nginx: each server against stock nginx's best config of the cell (client-bound cells: worker CPU per request)"
-set ylabel 'x stock best (higher is better)'
 set xtics rotate by -30
-set key outside right
 set grid ytics
+"""
+    if labels:
+        plot += f"""set title "nginx: each server against stock nginx's best config of the cell (client-bound cells: worker CPU per request)"
+set ylabel 'x stock best (higher is better)'
+set key outside right
 plot for [i=2:{len(servers) + 1}] '{dat}' using i:xtic(1) title columnhead(i)
 """
     if interference:

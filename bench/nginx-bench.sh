@@ -11,7 +11,8 @@
 #
 #   bench/nginx-bench.sh [OUT]          (OUT: build-nginx/bench)
 #
-# SIZES="4k 100k 1m mix"  CACHES="directio evicted cached"
+# SIZES="4k 100k 1m mix"  CACHES="directio evicted cached" (SIZES= runs
+# only the interference rows)
 # INTERFERENCE=1: also cached 4 KiB files on 1/4 of the connections while
 # the rest read cold 1 MiB files, both wrk at once against the same worker
 # (the row: size 4k, cache interference; its figures are the small files')
@@ -39,7 +40,7 @@ out=${1:-$top/build-nginx/bench}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-sizes=${SIZES:-4k 100k 1m mix}
+sizes=${SIZES-4k 100k 1m mix}
 caches=${CACHES:-directio evicted cached}
 all_patched="io_uring-inline io_uring-async io_uring-hybrid libaio-inline libaio-async libaio-hybrid threads-inline threads-async threads-hybrid"
 servers=${SERVERS:-stock-aio stock-threads stock-sendfile $all_patched io_uring-inline+sendfile}
