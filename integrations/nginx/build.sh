@@ -61,7 +61,9 @@ SRC
 
 install_build_deps() {
 	[ "${NGINX_BUILD_DEPS:-1}" = 1 ] || return 0
-	dpkg -s libpcre2-dev libssl-dev zlib1g-dev >/dev/null 2>&1 && return 0
+	# all of debian/control's, not a few: the dynamic modules need
+	# libgd, geoip and perl too
+	(cd "$src" && dpkg-checkbuilddeps) >/dev/null 2>&1 && return 0
 	DEBIAN_FRONTEND=noninteractive apt-get -y build-dep nginx >&2
 }
 
