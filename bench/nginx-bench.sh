@@ -29,6 +29,8 @@
 # process's there), counted with perf stat on the syscall tracepoints, in
 # OUT/syscalls/
 # LOCK=0: do not take /tmp/afio-bench.lock around each round
+# NGINX_PATCHED=binary: the patched servers run it instead of build.sh's
+# (an earlier patch, to compare with; the script then times one build)
 # Writes OUT/nginx-bench.csv, OUT/nginx-bench.md and OUT/nginx-bench.png.
 # A server that does not start, answers the warm-up with errors or runs
 # another backend than asked stops the script.
@@ -60,7 +62,7 @@ die() {
 
 bins=$("$top/integrations/nginx/build.sh" "$top/build-nginx")
 stock=$(echo "$bins" | sed -n 1p)
-patched=$(echo "$bins" | sed -n 2p)
+patched=${NGINX_PATCHED:-$(echo "$bins" | sed -n 2p)}
 
 data=${DATA:-$out/data}
 mkdir -p "$data"

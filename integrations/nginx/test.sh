@@ -14,6 +14,8 @@
 #          the file-reading part in the other modes
 # NGINX_TESTS  the suite (default ../shared/nginx-tests beside the repository)
 # JOBS         prove -j (default 4: the tests mostly wait)
+# NGINX_PATCHED  a patched binary to test instead of build.sh's (one built
+#              with other constants, say)
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -61,7 +63,7 @@ fi
 
 bins=$("$here/build.sh" "$out")
 stock=$(echo "$bins" | sed -n 1p)
-patched=$(echo "$bins" | sed -n 2p)
+patched=${NGINX_PATCHED:-$(echo "$bins" | sed -n 2p)}
 
 results=$out/tests
 rm -rf "$results"
