@@ -29,6 +29,8 @@
 # process's there), counted with perf stat on the syscall tracepoints, in
 # OUT/syscalls/
 # LOCK=0: do not take /tmp/afio-bench.lock around each round
+# ASYNCFIO_EVENTS="asyncfio_threads 32;": more directives in the patched
+# servers' events {}
 # NGINX_PATCHED=binary: the patched servers run it instead of build.sh's
 # (an earlier patch, to compare with; the script then times one build)
 # Writes OUT/nginx-bench.csv, OUT/nginx-bench.md and OUT/nginx-bench.png.
@@ -227,7 +229,7 @@ worker_processes 1;
 worker_cpu_affinity $(printf '%s' "1$(printf '%*s' "$server_cpu" '' | tr ' ' 0)");
 error_log $dir/error.log notice;
 pid $dir/nginx.pid;
-events { worker_connections 1024; $events }
+events { worker_connections 1024; $events ${events:+${ASYNCFIO_EVENTS:-}} }
 http {
     access_log off;
     keepalive_requests 1000000;
