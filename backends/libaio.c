@@ -323,9 +323,11 @@ static void hand_to_pool(struct afio_engine *e, struct afio_req *r)
 
 /* A try's result: finished, or the rest to the pool from where it stopped
    (a short count is pages the cache did not hold, or the end of the file,
-   which the pool then finds at once). */
+   which the pool then finds at once).  A refusal of RWF_NOWAIT turns
+   tries in that direction off. */
 static void try_done(struct afio_engine *e, struct afio_req *r, long res)
 {
+	struct laio *a = e->priv;
 	size_t want = afio_req_bytes(r);
 
 	if (res >= 0 && ((size_t)res >= want || !res)) {
@@ -337,6 +339,8 @@ static void try_done(struct afio_engine *e, struct afio_req *r, long res)
 		afio_req_done(r, res);
 		return;
 	}
+	if (res == -EOPNOTSUPP)
+		a->no_nowait[afio_req_writes(r)] = true;
 	if (res > 0)
 		r->progress = (size_t)res;
 	if (r->cancel)
@@ -347,17 +351,13 @@ static void try_done(struct afio_engine *e, struct afio_req *r, long res)
 
 /* The first request of a run on an fd whose positions this call does not
    know yet: the pool's try, here, in place of an fstat that would say no
-   more.  A refusal of RWF_NOWAIT turns tries off as one in io_submit()
-   does. */
+   more. */
 static void try_first_here(struct afio_engine *e, struct afio_req *r, struct afio_fd_memo *m)
 {
-	struct laio *a = e->priv;
 	ssize_t n = afio_req_file_rw(r, &r->progress, RWF_NOWAIT);
 
 	/* pread(2) looks at the flags only once the fd has positions. */
 	m->positional = n >= 0 || n == -EAGAIN || n == -EOPNOTSUPP;
-	if (n == -EOPNOTSUPP)
-		a->no_nowait[afio_req_writes(r)] = true;
 	r->started = 1;
 	try_done(e, r, n);
 }
@@ -553,11 +553,8 @@ static void complete(struct afio_engine *e, struct io_event *ev)
 	s->kind = K_NONE;
 	if (kind == K_POLL)
 		poll_ready(a, r, res);
-	else if (kind == K_TRY) {
-		if (res == -EOPNOTSUPP)
-			a->no_nowait[afio_req_writes(r)] = true;
+	else if (kind == K_TRY)
 		try_done(e, r, res);
-	}
 	else
 		afio_req_done(r, res);
 }
