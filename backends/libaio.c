@@ -18,8 +18,13 @@
  * could not do without waiting (EAGAIN, a short count, EOPNOTSUPP) goes on
  * in the pool from where it stopped.
  *
- * Writes that extend the file go to the pool as well: ext4 completes them
- * inside io_submit().
+ * With AFIO_CALLER_WRITES, INLINE's buffered writes are the same iocbs
+ * without RWF_NOWAIT: the kernel writes them inside io_submit(), as raw
+ * Linux AIO does, instead of handing them to the pool when the file
+ * system refuses the flag (lib/route.c).
+ *
+ * O_DIRECT writes that extend the file go to the pool: ext4 completes
+ * them inside io_submit().
  *
  * Alignment is what afio_dio_facts() says (lib/dio.c).  A file request
  * costs an fcntl(F_GETFL) and a statx, once per fd in a row within one
@@ -90,6 +95,7 @@ struct laio {
 	bool used_statx;
 	bool used_lbs;
 	bool try_buffered;	/* the pool's route tries file requests in the caller */
+	bool caller_writes;	/* and makes buffered writes there, waiting if need be */
 	bool no_nowait[2];	/* by afio_req_writes(): the kernel refused RWF_NOWAIT once */
 };
 
@@ -166,13 +172,21 @@ static void prep_rw(struct slot *s, const struct afio_req *r)
 	s->kind = K_RW;
 }
 
-/* The pool's try in the caller, made by the kernel inside io_submit(). */
-static void prep_try(struct slot *s, struct afio_req *r)
+/* The pool's try in the caller, made by the kernel inside io_submit();
+   rwf: RWF_NOWAIT, or 0 for a write the caller makes whatever it waits
+   for. */
+static void prep_try(struct slot *s, struct afio_req *r, int rwf)
 {
 	prep_rw(s, r);
-	s->iocb.aio_rw_flags |= RWF_NOWAIT;
+	s->iocb.aio_rw_flags |= rwf;
 	s->kind = K_TRY;
 	r->started = 1;
+}
+
+/* RWF_NOWAIT, or 0 where r is made in the caller however long it takes. */
+static int try_rwf(const struct laio *a, const struct afio_req *r)
+{
+	return a->caller_writes && afio_req_writes(r) ? 0 : RWF_NOWAIT;
 }
 
 static void prep_sync(struct slot *s, const struct afio_req *r)
@@ -210,11 +224,13 @@ enum route {
 static enum route route_try(struct laio *a, const struct afio_req *r, struct afio_fd_memo *m,
 			    const struct afio_req *next)
 {
-	if (!a->try_buffered || a->no_nowait[afio_req_writes(r)])
+	bool here = !try_rwf(a, r);
+
+	if (!here && (!a->try_buffered || a->no_nowait[afio_req_writes(r)]))
 		return R_POOL;
 	if (m->positional != AFIO_FD_POSITIONS_UNKNOWN)
 		return m->positional ? R_KERNEL : R_POOL;
-	if (next && next->fd == r->fd && afio_op_kind(next->op) == AFIO_KIND_FILE_RW)
+	if (here || (next && next->fd == r->fd && afio_op_kind(next->op) == AFIO_KIND_FILE_RW))
 		return R_TRY_HERE;
 	return R_POOL;
 }
@@ -234,7 +250,7 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 
 		r->dio = AFIO_DIO_OFF;
 		if (to == R_KERNEL)
-			prep_try(s, r);
+			prep_try(s, r, try_rwf(a, r));
 		return to;
 	}
 	if (m->dio_ret == 1)
@@ -354,7 +370,7 @@ static void try_done(struct afio_engine *e, struct afio_req *r, long res)
    more. */
 static void try_first_here(struct afio_engine *e, struct afio_req *r, struct afio_fd_memo *m)
 {
-	ssize_t n = afio_req_file_rw(r, &r->progress, RWF_NOWAIT);
+	ssize_t n = afio_req_file_rw(r, &r->progress, try_rwf(e->priv, r));
 
 	/* pread(2) looks at the flags only once the fd has positions. */
 	m->positional = n >= 0 || n == -EAGAIN || n == -EOPNOTSUPP;
@@ -892,8 +908,10 @@ static int libaio_init(struct afio_engine *e, const struct afio_config *cfg,
 	a->nr_events = n;
 	a->mode = cfg->mode;
 	a->route = e->route;
-	a->try_buffered = afio_route(0, false, AFIO_OP_READ, cfg->mode).first ==
+	a->try_buffered = afio_route(0, false, AFIO_OP_READ, cfg->mode, cfg->flags).first ==
 			  AFIO_TRY_CALLER;
+	a->caller_writes = afio_route(0, false, AFIO_OP_WRITE, cfg->mode, cfg->flags).then ==
+			   AFIO_RUN_CALLER;
 	a->evfd = afio_ctx_eventfd(e->ctx);
 	afio_reqq_init(&a->pending);
 	a->slots = calloc(n, sizeof(*a->slots));

@@ -772,6 +772,10 @@ static bool try_inline(struct pool *p, struct afio_req *r, struct afio_fd_memo *
 		   libaio tried already would only fail again. */
 		if (r->started || is_direct(r, m))
 			return false;
+		if (r->engine->route[r->op].then == AFIO_RUN_CALLER) {
+			n = afio_req_file_rw(r, &r->progress, 0);
+			break;
+		}
 		n = file_try_nowait(p, r, &r->progress);
 		if (n == -EAGAIN || n == -EOPNOTSUPP ||
 		    (n >= 0 && (size_t)n < afio_req_bytes(r) && n))
@@ -822,7 +826,8 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 			start_timer(p, r);
 			continue;
 		}
-		if (e->route[r->op].first == AFIO_TRY_CALLER && try_inline(p, r, &memo))
+		if ((e->route[r->op].first == AFIO_TRY_CALLER ||
+		     e->route[r->op].then == AFIO_RUN_CALLER) && try_inline(p, r, &memo))
 			continue;
 		s->lane = lane_of(r, &memo);
 		afio_reqq_push(&batch, r);

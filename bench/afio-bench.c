@@ -58,6 +58,7 @@ struct opts {
 	bool cpu_check;
 	bool sqpoll;
 	bool lazy_eventfd;
+	bool caller_writes;
 	bool submit_each;
 	const char *raw;	/* engine, or NULL for the library */
 	enum bench_op op;
@@ -138,6 +139,8 @@ static void usage(FILE *f)
 "  --sqpoll           io_uring: AFIO_SQPOLL\n"
 "  --lazy-eventfd     AFIO_LAZY_EVENTFD: the eventfd is cleared only by a poll\n"
 "                     that finds nothing\n"
+"  --caller-writes    AFIO_CALLER_WRITES: INLINE makes buffered writes in the\n"
+"                     caller, as pwrite(2) and libaio's io_submit() do\n"
 "  --submit-each      afio_submit() after every request, as fio submits by\n"
 "                     default; without it what a poll round queues goes in\n"
 "                     one batch when afio_poll() returns\n"
@@ -176,7 +179,7 @@ static void bad(const char *what, const char *val)
 enum {
 	OPT_BACKEND = 256, OPT_MODE, OPT_RW, OPT_BS, OPT_QD, OPT_DIRECT, OPT_BUFFERED,
 	OPT_SIZE, OPT_RUNTIME, OPT_FILE, OPT_DIR, OPT_THREADS, OPT_JSON, OPT_CPU_CHECK,
-	OPT_SQPOLL, OPT_LAZY_EVENTFD, OPT_SUBMIT_EACH, OPT_RAW, OPT_OP, OPT_TREE, OPT_FILES, OPT_WAIT, OPT_PROBE, OPT_HELP,
+	OPT_SQPOLL, OPT_LAZY_EVENTFD, OPT_CALLER_WRITES, OPT_SUBMIT_EACH, OPT_RAW, OPT_OP, OPT_TREE, OPT_FILES, OPT_WAIT, OPT_PROBE, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -196,6 +199,7 @@ static const struct option long_opts[] = {
 	{ "cpu-check", no_argument, NULL, OPT_CPU_CHECK },
 	{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
 	{ "lazy-eventfd", no_argument, NULL, OPT_LAZY_EVENTFD },
+	{ "caller-writes", no_argument, NULL, OPT_CALLER_WRITES },
 	{ "submit-each", no_argument, NULL, OPT_SUBMIT_EACH },
 	{ "raw", required_argument, NULL, OPT_RAW },
 	{ "op", required_argument, NULL, OPT_OP },
@@ -314,6 +318,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_LAZY_EVENTFD:
 			o->lazy_eventfd = true;
+			break;
+		case OPT_CALLER_WRITES:
+			o->caller_writes = true;
 			break;
 		case OPT_SUBMIT_EACH:
 			o->submit_each = true;
@@ -927,7 +934,8 @@ static afio_ctx *make_ctx(const struct opts *o)
 	cfg.entries = o->qd;
 	cfg.threads = o->threads;
 	cfg.flags = AFIO_NO_FALLBACK | (o->sqpoll ? AFIO_SQPOLL : 0) |
-		    (o->lazy_eventfd ? AFIO_LAZY_EVENTFD : 0);
+		    (o->lazy_eventfd ? AFIO_LAZY_EVENTFD : 0) |
+		    (o->caller_writes ? AFIO_CALLER_WRITES : 0);
 	ret = afio_create(&ctx, &cfg);
 	if (ret) {
 		char reason[256];

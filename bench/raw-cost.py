@@ -19,6 +19,7 @@ bench/README.md, "What the library costs" (IOPS >= 0.97x at CPU per I/O
   bench/raw-cost.py [--build DIR] [--file F] [--pairs 5] [--runtime 1]
                     [--backends io_uring,libaio,threads] [--modes inline,async,hybrid]
                     [--workloads randread:4k:buf,...] [--lazy-eventfd]
+                    [--caller-writes]
                     [--wait poll|eventfd] [--csv OUT.csv]
 
 Takes /tmp/afio-bench.lock, one benchmark at a time.  Cached reads read
@@ -58,6 +59,8 @@ def main():
     ap.add_argument("--workloads", default=WORKLOADS)
     ap.add_argument("--lazy-eventfd", action="store_true",
                     help="the library runs with AFIO_LAZY_EVENTFD")
+    ap.add_argument("--caller-writes", action="store_true",
+                    help="the library runs with AFIO_CALLER_WRITES")
     ap.add_argument("--wait", choices=["poll", "eventfd"], default="poll",
                     help="how the library's loop waits (afio-bench --wait)")
     ap.add_argument("--threads", default="4", help="the pool's workers, both sides")
@@ -77,7 +80,8 @@ def main():
             for mode in a.modes.split(","):
                 lib = ["--backend", be, "--mode", mode, "--wait", a.wait,
                        "--threads", a.threads] + common + \
-                      (["--lazy-eventfd"] if a.lazy_eventfd else [])
+                      (["--lazy-eventfd"] if a.lazy_eventfd else []) + \
+                      (["--caller-writes"] if a.caller_writes else [])
                 to_workers = mode != "inline" and (be == "threads" or
                                                    (be == "libaio" and io == "buf"))
                 raw = ["--raw", "pool" if to_workers else RAW[be]] + common

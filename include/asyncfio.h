@@ -62,6 +62,8 @@ enum afio_mode {
 #define AFIO_LAZY_EVENTFD	(1u << 3) /* afio_eventfd() stays readable while afio_poll() finds work */
 #define AFIO_NONBLOCKING_SOCKETS (1u << 4) /* the program's promise: its sockets are O_NONBLOCK and
 					     SIGPIPE is ignored, so sendfile is one sendfile(2) */
+#define AFIO_CALLER_WRITES	(1u << 5) /* INLINE: buffered file writes are made in the caller,
+					     which may wait in them as in pwrite(2) */
 
 /* afio_fsync() flags */
 #define AFIO_FSYNC_DATASYNC	(1u << 0) /* fdatasync(2) instead of fsync(2) */

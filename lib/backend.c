@@ -123,12 +123,14 @@ void afio_engine_prepare(struct afio_ctx *ctx, struct afio_engine *e,
 	e->ops = ops;
 	e->ctx = ctx;
 	for (unsigned op = 0; op < AFIO_OP_COUNT; op++)
-		e->route[op] = afio_route(ops->caps, true, (enum afio_op)op, ctx->cfg.mode);
+		e->route[op] = afio_route(ops->caps, true, (enum afio_op)op, ctx->cfg.mode,
+					  ctx->cfg.flags);
 }
 
 void afio_engine_lacks_op(struct afio_engine *e, enum afio_op op)
 {
-	e->route[op] = afio_route(e->ops->caps, false, op, afio_ctx_mode(e->ctx));
+	e->route[op] = afio_route(e->ops->caps, false, op, afio_ctx_mode(e->ctx),
+				  afio_ctx_flags(e->ctx));
 }
 
 /* threads 0 is "sized for the mode": where a socket request waiting for

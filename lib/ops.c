@@ -79,8 +79,9 @@ int afio_op_native(const afio_ctx *ctx, unsigned op, char *how, size_t len)
 	pooled = afio_route_pooled(rt) && e->ops->caps;
 	if (e->ops->op_kernel)
 		has = e->ops->op_kernel(e, (enum afio_op)op, kernel, sizeof(kernel)) > 0;
-	afio_route_describe(rt, e->ops->caps, (enum afio_op)op,
-			    has && !pooled ? kernel : NULL, line, sizeof(line));
+	afio_route_describe(rt, e->ops->caps, (enum afio_op)op, afio_ctx_mode(ctx),
+			    afio_ctx_flags(ctx), has && !pooled ? kernel : NULL, line,
+			    sizeof(line));
 	if (pooled && !has && kernel[0])
 		afio_reason(how, len, "%s: %s", line, kernel);
 	else

@@ -27,6 +27,11 @@ static bool waits_for_device(enum afio_op op)
 	       op == AFIO_OP_FALLOCATE || op == AFIO_OP_FTRUNCATE;
 }
 
+static bool writes(enum afio_op op)
+{
+	return op == AFIO_OP_WRITE || op == AFIO_OP_WRITEV;
+}
+
 /*
  * The thread pool.  INLINE tries what has a non-blocking form in the
  * caller; what would block then goes on: a socket waits in the epoll set,
@@ -35,8 +40,15 @@ static bool waits_for_device(enum afio_op op)
  * what ASYNC means on a pool).  HYBRID gives every request a worker that
  * tries without blocking first; a socket that would block leaves it for
  * the epoll set.  Timers wait in the poller's deadline heap in every mode.
+ *
+ * A buffered write the file system will not try without waiting (ext4
+ * refuses RWF_NOWAIT there) goes to a worker in INLINE, a hand-off that
+ * costs more than the write when the page cache takes it.  With
+ * AFIO_CALLER_WRITES the program accepts what pwrite(2) may wait for
+ * (dirty-page throttling, the journal) and INLINE makes them in the
+ * caller, as libaio's io_submit() and pwrite(2) do.
  */
-static struct afio_route pool_route(enum afio_op op, enum afio_mode mode)
+static struct afio_route pool_route(enum afio_op op, enum afio_mode mode, unsigned flags)
 {
 	switch (afio_op_kind(op)) {
 	case AFIO_KIND_NOP:
@@ -49,6 +61,8 @@ static struct afio_route pool_route(enum afio_op op, enum afio_mode mode)
 		return rt(mode == AFIO_MODE_INLINE ? AFIO_TRY_CALLER : AFIO_TRY_WORKER,
 			  AFIO_RUN_POOL_READY);
 	case AFIO_KIND_FILE_RW:
+		if (mode == AFIO_MODE_INLINE && writes(op) && (flags & AFIO_CALLER_WRITES))
+			return rt(AFIO_TRY_NONE, AFIO_RUN_CALLER);
 		if (mode == AFIO_MODE_INLINE)
 			return rt(AFIO_TRY_CALLER, AFIO_RUN_POOL);
 		return rt(mode == AFIO_MODE_HYBRID ? AFIO_TRY_WORKER : AFIO_TRY_NONE,
@@ -96,7 +110,8 @@ static bool kernel_runs(unsigned caps, enum afio_op op)
  * page cache goes by sendfile(2) in the caller instead, which costs less
  * than the workers for small files.
  */
-static struct afio_route kernel_route(unsigned caps, enum afio_op op, enum afio_mode mode)
+static struct afio_route kernel_route(unsigned caps, enum afio_op op, enum afio_mode mode,
+				      unsigned flags)
 {
 	enum afio_op_kind kind = afio_op_kind(op);
 	bool workers = caps & AFIO_CAP_WORKERS;
@@ -118,7 +133,7 @@ static struct afio_route kernel_route(unsigned caps, enum afio_op op, enum afio_
 	   changes nothing.  ASYNC means a worker per request there too. */
 	if (kind == AFIO_KIND_SOCKET && !(caps & AFIO_CAP_SOCKETS)) {
 		if (mode == AFIO_MODE_ASYNC)
-			return pool_route(op, mode);
+			return pool_route(op, mode, flags);
 		return rt(AFIO_TRY_CALLER, AFIO_RUN_KERNEL_READY);
 	}
 	if (!workers || mode == AFIO_MODE_INLINE)
@@ -129,16 +144,16 @@ static struct afio_route kernel_route(unsigned caps, enum afio_op op, enum afio_
 }
 
 struct afio_route afio_route(unsigned caps, bool kernel_has, enum afio_op op,
-			     enum afio_mode mode)
+			     enum afio_mode mode, unsigned flags)
 {
 	if (kernel_has && kernel_runs(caps, op))
-		return kernel_route(caps, op, mode);
-	return pool_route(op, mode);
+		return kernel_route(caps, op, mode, flags);
+	return pool_route(op, mode, flags);
 }
 
 bool afio_route_holds_worker(unsigned caps, enum afio_mode mode)
 {
-	return afio_route(caps, true, AFIO_OP_RECV, mode).then == AFIO_RUN_POOL;
+	return afio_route(caps, true, AFIO_OP_RECV, mode, 0).then == AFIO_RUN_POOL;
 }
 
 static const char *try_words(struct afio_route r, enum afio_op op)
@@ -163,15 +178,21 @@ static const char *const run_words[] = {
 	[AFIO_RUN_POOL] = "a pool worker",
 	[AFIO_RUN_POOL_READY] = "the pool's epoll set",
 	[AFIO_RUN_POOL_TIMER] = "the pool's deadline heap",
+	[AFIO_RUN_CALLER] = "the caller, which may wait as in pwrite(2) (AFIO_CALLER_WRITES)",
 };
 
 /* What one request can find out that bends its route. */
-static const char *route_note(struct afio_route r, unsigned caps, enum afio_op op)
+static const char *route_note(struct afio_route r, unsigned caps, enum afio_op op,
+			      enum afio_mode mode, unsigned flags)
 {
 	bool kernel = !afio_route_pooled(r) && r.then != AFIO_RUN_CORE;
 
-	if (kernel && (caps & AFIO_CAP_DIRECT) && afio_op_kind(op) == AFIO_KIND_FILE_RW)
+	if (kernel && (caps & AFIO_CAP_DIRECT) && afio_op_kind(op) == AFIO_KIND_FILE_RW) {
+		if (pool_route(op, mode, flags).then == AFIO_RUN_CALLER)
+			return " (aligned O_DIRECT; the rest in io_submit(), which may wait "
+			       "(AFIO_CALLER_WRITES))";
 		return " (aligned O_DIRECT; the rest the pool)";
+	}
 	if (op == AFIO_OP_SENDFILE && r.then == AFIO_RUN_KERNEL_READY)
 		return " (a range not all cached: the pool)";
 	if ((op == AFIO_OP_OPENAT || op == AFIO_OP_OPENAT2) && r.first == AFIO_TRY_CALLER)
@@ -185,7 +206,8 @@ static const char *route_note(struct afio_route r, unsigned caps, enum afio_op o
 }
 
 void afio_route_describe(struct afio_route r, unsigned caps, enum afio_op op,
-			 const char *kernel, char *buf, size_t len)
+			 enum afio_mode mode, unsigned flags, const char *kernel, char *buf,
+			 size_t len)
 {
 	/* A close whose try never says "would block" (close(2) does not
 	   wait for other users of the file): there is no else. */
@@ -195,5 +217,5 @@ void afio_route_describe(struct afio_route r, unsigned caps, enum afio_op op,
 	}
 	afio_reason(buf, len, "%s%s%s%s%s%s", try_words(r, op), run_words[r.then],
 		    kernel ? " (" : "", kernel ? kernel : "", kernel ? ")" : "",
-		    route_note(r, caps, op));
+		    route_note(r, caps, op, mode, flags));
 }

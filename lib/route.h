@@ -55,6 +55,7 @@ enum afio_run {
 	AFIO_RUN_POOL,		/* a pool worker, which may block in it */
 	AFIO_RUN_POOL_READY,	/* the pool's epoll set, then a worker moves the bytes */
 	AFIO_RUN_POOL_TIMER,	/* the pool's deadline heap */
+	AFIO_RUN_CALLER,	/* the caller, which may wait in it; O_DIRECT a pool worker */
 };
 
 struct afio_route {
@@ -63,9 +64,10 @@ struct afio_route {
 };
 
 /* The route of op in mode on an engine with caps whose kernel has op
-   (false: the running kernel lacks it, as io_uring's probe tells). */
+   (false: the running kernel lacks it, as io_uring's probe tells);
+   flags: the context's (AFIO_CALLER_WRITES bends a route). */
 struct afio_route afio_route(unsigned caps, bool kernel_has, enum afio_op op,
-			     enum afio_mode mode);
+			     enum afio_mode mode, unsigned flags);
 
 /* true when the route leaves the engine for the thread pool. */
 static inline bool afio_route_pooled(struct afio_route rt)
@@ -74,9 +76,11 @@ static inline bool afio_route_pooled(struct afio_route rt)
 }
 
 /* One line on a route, as afio_op_native(3) gives it; kernel names the
-   engine's own call for op (e.g. "IORING_OP_READ"), or is NULL. */
+   engine's own call for op (e.g. "IORING_OP_READ"), or is NULL; mode and
+   flags are the ones rt was made for. */
 void afio_route_describe(struct afio_route rt, unsigned caps, enum afio_op op,
-			 const char *kernel, char *buf, size_t len);
+			 enum afio_mode mode, unsigned flags, const char *kernel, char *buf,
+			 size_t len);
 
 /* A socket request waiting for its peer holds a pool worker: so many can
    wait at once as there are workers (afio_limits(3)). */

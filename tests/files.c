@@ -4,7 +4,7 @@
  * readv2 and writev2 with their flags, buffered and O_DIRECT, set against
  * preadv2(2); fallocate, ftruncate and sync_range, checked by what the
  * file holds afterwards; afio_dio_align() against statx(2); each with the
- * errors the Linux call gives.
+ * errors the Linux call gives; AFIO_CALLER_WRITES.
  */
 #include <check.h>
 #include <errno.h>
@@ -392,12 +392,109 @@ START_TEST(test_dio_align)
 }
 END_TEST
 
+/* ---- AFIO_CALLER_WRITES ---- */
+
+#define CALLER_RUN 16
+
+/* Buffered writes under AFIO_CALLER_WRITES end as they would without it,
+   on every backend and mode; in INLINE, on the backends that hand them to
+   the pool otherwise, they are made while afio_submit() runs (the file
+   holds them before any poll) and count as finished at once.  An error is
+   pwrite(2)'s, and O_DIRECT writes still reach the file. */
+START_TEST(test_caller_writes)
+{
+	afio_ctx *ctx = tu_ctx_flagged(tu_backend, tu_mode, 64, AFIO_CALLER_WRITES);
+	unsigned char *bytes = tu_random_bytes(CALLER_RUN * 4096, 7);
+	unsigned char *back = malloc(CALLER_RUN * 4096);
+	bool in_caller = tu_mode == AFIO_MODE_INLINE && tu_backend != AFIO_BACKEND_IO_URING;
+	struct iovec iov[CALLER_RUN];
+	struct tu_done d[CALLER_RUN] = { { 0 } };
+	struct afio_stats st;
+	int fd = tu_new_file(0), dfd, p[2];
+
+	ck_assert_ptr_nonnull(back);
+	/* Backwards, half of them writev: each its own request of one run. */
+	for (int i = CALLER_RUN - 1; i >= 0; i--) {
+		unsigned char *at = bytes + (size_t)i * 4096;
+
+		iov[i] = (struct iovec){ at, 4096 };
+		tu_queued(i % 2 ? afio_writev(ctx, fd, &iov[i], 1, (uint64_t)i * 4096,
+					      tu_on_done, &d[i]) :
+				  afio_write(ctx, fd, at, 4096, (uint64_t)i * 4096, tu_on_done, &d[i]),
+			  "afio_write");
+	}
+	ck_assert_int_ge(afio_submit(ctx), 0);
+	if (in_caller) {
+		read_whole(fd, back, CALLER_RUN * 4096, 0);
+		ck_assert_msg(!memcmp(back, bytes, CALLER_RUN * 4096),
+			      "AFIO_CALLER_WRITES on %s: the file lacks the writes after afio_submit()",
+			      tu_target_name());
+	}
+	for (int i = 0; i < CALLER_RUN; i++) {
+		tu_wait_done(ctx, &d[i]);
+		ck_assert_int_eq(d[i].calls, 1);
+		tu_expect_eq(d[i].res, 4096, "afio_write under AFIO_CALLER_WRITES");
+	}
+	read_whole(fd, back, CALLER_RUN * 4096, 0);
+	ck_assert(!memcmp(back, bytes, CALLER_RUN * 4096));
+	ck_assert_int_eq(afio_stats(ctx, &st), 0);
+	if (in_caller)
+		ck_assert_msg(st.nowait >= CALLER_RUN, "%s: %llu of %d writes finished at once",
+			      tu_target_name(), (unsigned long long)st.nowait, CALLER_RUN);
+	/* afio_op_native(3) says where they go. */
+	for (unsigned op = 0; op < afio_op_count(); op++) {
+		char how[256];
+
+		if (strcmp(afio_op_name(op), "write"))
+			continue;
+		ck_assert_int_ge(afio_op_native(ctx, op, how, sizeof(how)), 0);
+		ck_assert_msg(!in_caller == !strstr(how, "AFIO_CALLER_WRITES"),
+			      "afio_op_native(write) on %s: %s", tu_target_name(), how);
+	}
+
+	/* A lone write, one that extends the file, and one at an offset past
+	   its end. */
+	TU_EXPECT(ctx, 4096, afio_write(ctx, fd, bytes, 4096, CALLER_RUN * 4096, tu_on_done, &d));
+	TU_EXPECT(ctx, 100, afio_write(ctx, fd, bytes, 100, 1 << 20, tu_on_done, &d));
+	ck_assert_int_eq(tu_stat_fd(fd).st_size, (1 << 20) + 100);
+
+	/* pwrite(2)'s errors: ESPIPE on a pipe (io_uring writes a pipe as
+	   write(2) does), EBADF on a closed fd. */
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+	TU_EXPECT(ctx, tu_backend == AFIO_BACKEND_IO_URING ? 100 : -ESPIPE,
+		  afio_write(ctx, p[1], bytes, 100, 0, tu_on_done, &d));
+	TU_EITHER(ctx, -EBADF, afio_write(ctx, tu_closed_fd(), bytes, 100, 0, tu_on_done, &d));
+	close(p[0]);
+	close(p[1]);
+
+	dfd = tu_tmpfile(O_DIRECT);
+	if (dfd >= 0) {
+		size_t mem, blk = tu_direct_block(dfd, &mem);
+		unsigned char *buf = blk ? aligned_alloc(mem, blk) : NULL;
+
+		if (buf) {
+			memcpy(buf, bytes, blk);
+			TU_EXPECT(ctx, blk, afio_write(ctx, dfd, buf, blk, 0, tu_on_done, &d));
+			read_whole(dfd, buf, blk, 0);
+			ck_assert(!memcmp(buf, bytes, blk));
+		}
+		free(buf);
+		close(dfd);
+	}
+	afio_destroy(ctx);
+	free(bytes);
+	free(back);
+	close(fd);
+}
+END_TEST
+
 static Suite *files_suite(void)
 {
 	Suite *s = suite_create("files");
 	TCase *rw2 = tu_tcase(s, "rw2");
 	TCase *space = tu_tcase(s, "space");
 	TCase *dio_align = tu_tcase(s, "dio_align");
+	TCase *caller_writes = tu_tcase(s, "caller_writes");
 
 	tcase_add_test(rw2, test_writev2_flags);
 	tcase_add_test(rw2, test_readv2_flags);
@@ -407,6 +504,7 @@ static Suite *files_suite(void)
 	tcase_add_test(space, test_ftruncate);
 	tcase_add_test(space, test_sync_range);
 	tcase_add_test(dio_align, test_dio_align);
+	tcase_add_test(caller_writes, test_caller_writes);
 	return s;
 }
 

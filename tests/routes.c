@@ -67,8 +67,8 @@ static unsigned backend_rows(const struct afio_backend_ops *b, struct row *rows)
 		unsigned i;
 
 		for (unsigned m = 0; m < NMODES; m++)
-			afio_route_describe(afio_route(b->caps, true, op, modes[m]), b->caps,
-					    op, NULL, r.cell[m], CELL);
+			afio_route_describe(afio_route(b->caps, true, op, modes[m], 0), b->caps,
+					    op, modes[m], 0, NULL, r.cell[m], CELL);
 		for (i = 0; i < n; i++)
 			if (!memcmp(rows[i].cell, r.cell, sizeof(r.cell)))
 				break;
