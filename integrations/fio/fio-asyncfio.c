@@ -44,6 +44,7 @@ struct afio_fio_options {
 	unsigned int threads;
 	unsigned int submit_each;
 	unsigned int no_fallback;
+	unsigned int caller_writes;
 };
 
 struct afio_fio_data {
@@ -125,6 +126,16 @@ static struct fio_option options[] = {
 		.type	= FIO_OPT_STR_SET,
 		.off1	= offsetof(struct afio_fio_options, no_fallback),
 		.help	= "fail when the asked backend cannot run here, never take another",
+		.category = FIO_OPT_C_ENGINE,
+		.group	= FIO_OPT_G_INVALID,
+	},
+	{
+		.name	= "afio_caller_writes",
+		.lname	= "libasyncfio caller writes",
+		.type	= FIO_OPT_STR_SET,
+		.off1	= offsetof(struct afio_fio_options, caller_writes),
+		.help	= "inline: buffered writes in fio's thread, which may wait in them "
+			  "as psync does (AFIO_CALLER_WRITES)",
 		.category = FIO_OPT_C_ENGINE,
 		.group	= FIO_OPT_G_INVALID,
 	},
@@ -424,6 +435,8 @@ static int afio_fio_init(struct thread_data *td)
 		cfg.threads = o->threads;
 	if (o->no_fallback)
 		cfg.flags |= AFIO_NO_FALLBACK;
+	if (o->caller_writes)
+		cfg.flags |= AFIO_CALLER_WRITES;
 	ret = afio_create(&ad->ctx, &cfg);
 	if (ret < 0) {
 		char reason[256] = "";
