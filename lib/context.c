@@ -179,6 +179,7 @@ int afio_create(afio_ctx **out, const struct afio_config *cfg)
 		return ret;
 	}
 	afio_reqq_init(&ctx->queue);
+	afio_reqq_init(&ctx->rearm);
 	afio_reqq_init(&ctx->done);
 	afio_reqq_init(&ctx->to_pool);
 	ctx->evfd = -1;

@@ -197,6 +197,35 @@ void afio_req_requeue(struct afio_req *r)
 	r->ctx->requeued = true;
 }
 
+/*
+ * A multishot request the core keeps going (no engine does it for it)
+ * waits for the next round of afio_poll() before it is submitted again,
+ * not for the end of this one: the program's answer to the result it just
+ * had (a send of the bytes received) goes first, and the peer's reply to
+ * that has a round to come.  Submitted at once, the receive would try a
+ * socket its peer cannot have answered yet and wait in the engine, a
+ * readiness wait and a wake-up for every message, where a receive the
+ * program asks for again after its send finds the reply there.  The
+ * eventfd stays readable while any waits here (settle_eventfd()), and
+ * afio_poll() submits them before it sleeps.
+ */
+static void rearm_later(struct afio_req *r)
+{
+	r->state = AFIO_REQ_QUEUED;
+	r->shot |= AFIO_SHOT_REARM;
+	afio_reqq_push(&r->ctx->rearm, r);
+}
+
+static void take_rearms(struct afio_ctx *ctx)
+{
+	struct afio_req *r;
+
+	while ((r = afio_reqq_pop(&ctx->rearm))) {
+		r->shot &= (uint8_t)~AFIO_SHOT_REARM;
+		afio_req_requeue(r);
+	}
+}
+
 void afio_count_nowait(struct afio_ctx *ctx)
 {
 	ctx->st.nowait++;
@@ -278,6 +307,7 @@ int afio_submit(afio_ctx *ctx)
 
 	if (ret)
 		return ret;
+	take_rearms(ctx);
 	return flush(ctx);
 }
 
@@ -347,8 +377,8 @@ static bool engine_ready(const struct afio_engine *e)
 /* Something afio_poll() would run at once: the eventfd must say so. */
 static bool work_waits(const struct afio_ctx *ctx)
 {
-	return ctx->done.head || ctx->primary.held || engine_ready(&ctx->primary) ||
-	       engine_ready(&ctx->pool);
+	return ctx->done.head || ctx->rearm.head || ctx->primary.held ||
+	       engine_ready(&ctx->primary) || engine_ready(&ctx->pool);
 }
 
 /*
@@ -371,7 +401,7 @@ static void settle_eventfd(struct afio_ctx *ctx, unsigned ran)
 	   nothing after all) goes now: nothing may wake a poll for it. */
 	if (ctx->requeued)
 		(void)flush(ctx);
-	if (ctx->done.head || ctx->primary.held)
+	if (ctx->done.head || ctx->rearm.head || ctx->primary.held)
 		signal_eventfd(ctx);
 }
 
@@ -423,8 +453,9 @@ static bool shot_goes_on(const struct afio_req *r)
  * kernel's own multishot settles it (AFIO_SHOT_ARMED: the engine still
  * holds the request); a cancel, or the context closing, meanwhile ends
  * the request with one more completion, -ECANCELED, and loses nothing
- * received.  The request goes on before its callback runs, so that the
- * callback can cancel it by its handle, which stays the same.
+ * received.  The request goes on once its callback has run
+ * (rearm_later()); the callback can cancel it by its handle, which stays
+ * the same (multi_done()).
  */
 static void run_ecb(struct afio_ctx *ctx, struct afio_req *r)
 {
@@ -442,11 +473,13 @@ static void run_ecb(struct afio_ctx *ctx, struct afio_req *r)
 		r->shot &= (uint8_t)~AFIO_SHOT_ARMED;
 		r->state = AFIO_REQ_HANDED;
 	} else if (shot_goes_on(r)) {
-		flags |= AFIO_CQE_MORE;
+		/* After the callback, which may cancel it (cancel_req()). */
+		cb(data, res, flags | AFIO_CQE_MORE);
 		if (r->cancel || ctx->closing)
 			finish(r, -ECANCELED);
 		else
-			afio_req_requeue(r);
+			rearm_later(r);
+		return;
 	} else {
 		if (r->shot & AFIO_SHOT_BOUND)
 			close(r->fd);
@@ -543,6 +576,7 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 	if (timeout_ms > 0)
 		deadline = now_ms() + timeout_ms;
 	for (;;) {
+		take_rearms(ctx);
 		ret = flush(ctx);
 		if (ret < 0)
 			break;
@@ -560,7 +594,7 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 		   and so does what an engine that holds nothing any more left,
 		   and a result the core holds has its callback run: no
 		   completion would end the sleep for them. */
-		if (ctx->requeued || ctx->done.head ||
+		if (ctx->requeued || ctx->done.head || ctx->rearm.head ||
 		    (ctx->queue.head && (ctx->queue.head != left || !in_engines(ctx))))
 			continue;
 		if (!in_engines(ctx))
@@ -596,7 +630,8 @@ static bool multi_done(const struct afio_req *r)
 static void cancel_req(struct afio_ctx *ctx, struct afio_req *r)
 {
 	if (r->state == AFIO_REQ_QUEUED) {
-		afio_reqq_remove(&ctx->queue, r);
+		afio_reqq_remove(r->shot & AFIO_SHOT_REARM ? &ctx->rearm : &ctx->queue, r);
+		r->shot &= (uint8_t)~AFIO_SHOT_REARM;
 		afio_req_finish(r, afio_req_stopped(r, -ECANCELED));
 	} else if (r->state == AFIO_REQ_PARKED) {
 		afio_bufpool_unpark(ctx, r);
@@ -692,6 +727,7 @@ void afio_drain(struct afio_ctx *ctx)
 		reap(ctx);
 		/* What the core queued again (a pooled receive that found
 		   nothing after all) is not submitted any more. */
+		take_rearms(ctx);
 		while ((r = afio_reqq_pop(&ctx->queue)))
 			afio_req_finish(r, -ECANCELED);
 		run_callbacks(ctx);

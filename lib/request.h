@@ -172,6 +172,7 @@ enum afio_shot {
 	AFIO_SHOT_HAS_BUF = 1u << 3,	/* its result is in buffer r->buf_id of pool r->mode */
 	AFIO_SHOT_ARMED = 1u << 4,	/* its engine keeps it going: the kernel's own multishot */
 	AFIO_SHOT_BOUND = 1u << 5,	/* r->fd is the core's dup of the program's fd (bind_socket()) */
+	AFIO_SHOT_REARM = 1u << 6,	/* QUEUED in ctx->rearm, not ctx->queue (lib/queue.c) */
 };
 
 struct afio_reqq {

@@ -10,6 +10,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -190,6 +191,42 @@ START_TEST(test_multishot_recv)
 	ck_assert_int_eq(write(sv[0], "x", 1), 1);
 	no_shot(ctx, &s);
 	ck_assert_int_eq(s.finals, 1);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* A loop that calls afio_poll() only when the eventfd is readable gets
+   every message of a multishot receive, which goes on after each
+   callback: whatever is still to be submitted keeps the eventfd readable
+   until a poll has submitted it. */
+START_TEST(test_multishot_eventfd_loop)
+{
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 2, 32);
+	struct shots s = { 0 };
+	int sv[2], evfd = afio_eventfd(ctx);
+
+	ck_assert_int_ge(evfd, 0);
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &s),
+			 0);
+	ck_assert_int_ge(afio_submit(ctx), 0);
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_eq(write(sv[0], "m", 1), 1);
+		while (s.n < i + 1) {
+			struct pollfd p = { .fd = evfd, .events = POLLIN };
+
+			ck_assert_msg(poll(&p, 1, TU_HANG_MS) == 1,
+				      "message %d on %s: the eventfd not readable in %d ms", i,
+				      tu_target_name(), TU_HANG_MS);
+			ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+		}
+		ck_assert_msg(s.flags[i] & AFIO_CQE_MORE, "shot %d on %s: the last", i,
+			      tu_target_name());
+		expect_buffer(ctx, pool, &s, i, "m");
+	}
 	afio_destroy(ctx);
 	close(sv[0]);
 	close(sv[1]);
@@ -741,6 +778,7 @@ static Suite *bufpool_suite(void)
 	tcase_add_test(pool, test_pooled_recv_bound);
 	tcase_add_test(multi, test_multishot_recv);
 	tcase_add_test(multi, test_multishot_recv_end);
+	tcase_add_test(multi, test_multishot_eventfd_loop);
 	tcase_add_test(multi, test_multishot_accept);
 	tcase_add_test(multi, test_multishot_cancel_between);
 	tcase_add_test(multi, test_multishot_tiny_buffers);
