@@ -211,6 +211,7 @@ enum route {
 	R_POOL,
 	R_DONE,		/* finished here with *res */
 	R_TRY_HERE,	/* the pool's try, made by try_first_here() */
+	R_FINISHED,	/* finished here already */
 };
 
 /*
@@ -284,7 +285,9 @@ static enum route route_socket(struct laio *a, struct afio_req *r, struct slot *
 	/* Without a try, one that fails at once (MSG_OOB without urgent
 	   data, an fd that is not a socket) would wait for a readiness
 	   that changes nothing, or never comes. */
-	*res = afio_req_sock_nowait(r, r->fd);
+	if (r->op == AFIO_OP_RECV_POOL && afio_recv_pool_try(r))
+		return R_FINISHED;
+	*res = r->op == AFIO_OP_RECV_POOL ? -EAGAIN : afio_req_sock_nowait(r, r->fd);
 	if (*res != -EAGAIN) {
 		afio_count_nowait(r->ctx);
 		return R_DONE;
@@ -503,6 +506,8 @@ static int libaio_submit(struct afio_engine *e, struct afio_reqq *q)
 			break;
 		case R_DONE:
 			afio_req_done(r, res);
+			break;
+		case R_FINISHED:
 			break;
 		}
 		taken++;

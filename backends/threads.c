@@ -758,7 +758,9 @@ static bool try_inline(struct pool *p, struct afio_req *r, struct afio_fd_memo *
 		if (!afio_sock_can_try(r, r->fd) ||
 		    (r->op == AFIO_OP_SENDFILE && !afio_sendfile_cached(r)))
 			return false;
-		n = afio_req_sock_nowait(r, r->fd);
+		if (r->op == AFIO_OP_RECV_POOL && afio_recv_pool_try(r))
+			return true;
+		n = r->op == AFIO_OP_RECV_POOL ? -EAGAIN : afio_req_sock_nowait(r, r->fd);
 		if (n == -EAGAIN) {
 			pthread_mutex_lock(&p->lock);
 			ret = watch_locked(p, r);

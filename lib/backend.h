@@ -149,6 +149,15 @@ static inline void afio_engine_take(struct afio_engine *e, struct afio_req *r)
 void afio_req_done_buf(struct afio_req *r, ssize_t res, unsigned id);
 
 /*
+ * The try of a pooled receive in the owner thread, where an engine waits
+ * for readiness itself: the read into a free buffer at once, the one
+ * system call a socket with data needs, instead of a readiness check
+ * first.  true: r is finished (bytes, the end, an error); false: nothing
+ * read (no data, or no free buffer), r is still the engine's to wait.
+ */
+bool afio_recv_pool_try(struct afio_req *r);
+
+/*
  * A result of r that the kernel's own multishot gave: r stays e's (it is
  * DONE until its callback, HANDED again after), and the callback gets
  * AFIO_CQE_MORE.  r's next result may be given only once that callback

@@ -175,6 +175,32 @@ void afio_recv_into_pool(struct afio_req *r)
 		afio_req_finish(r, n < 0 ? -errno : 0);
 }
 
+bool afio_recv_pool_try(struct afio_req *r)
+{
+	struct afio_bufpool *bp = r->ctx->bufpools[r->mode];
+	uint32_t id;
+	ssize_t n;
+
+	if (bp->kernel || !bp->nfree)
+		return false;
+	id = bp->free_ids[--bp->nfree];
+	do
+		n = recv(r->fd, bp->mem + (size_t)id * bp->size, bp->size,
+			 r->flags | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n > 0) {
+		afio_count_nowait(r->ctx);
+		afio_req_done_buf(r, n, id);
+		return true;
+	}
+	bp->free_ids[bp->nfree++] = id;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return false;
+	afio_count_nowait(r->ctx);
+	afio_req_done(r, n < 0 ? -errno : 0);
+	return true;
+}
+
 void afio_req_done_buf(struct afio_req *r, ssize_t res, unsigned id)
 {
 	afio_req_detach(r);
