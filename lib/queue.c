@@ -199,15 +199,16 @@ void afio_req_requeue(struct afio_req *r)
 
 /*
  * A multishot request the core keeps going (no engine does it for it)
- * waits for the next round of afio_poll() before it is submitted again,
- * not for the end of this one: the program's answer to the result it just
- * had (a send of the bytes received) goes first, and the peer's reply to
- * that has a round to come.  Submitted at once, the receive would try a
- * socket its peer cannot have answered yet and wait in the engine, a
- * readiness wait and a wake-up for every message, where a receive the
- * program asks for again after its send finds the reply there.  The
- * eventfd stays readable while any waits here (settle_eventfd()), and
- * afio_poll() submits them before it sleeps.
+ * is submitted again at the end of the next afio_poll(), after that
+ * round's callbacks, not at the end of this one: the program's answer to
+ * the result it just had (a send of the bytes received) goes first, and
+ * the peer's reply to that has a round to come.  Submitted at once, the
+ * receive would try a socket its peer cannot have answered yet and wait
+ * in the engine, a readiness wait and a wake-up for every message, where
+ * a receive that the program asks for again in its send's callback, a
+ * round later, finds the reply there; this is that timing.  The eventfd
+ * stays readable while any waits here (settle_eventfd()), and afio_poll()
+ * submits them all before it sleeps.
  */
 static void rearm_later(struct afio_req *r)
 {
@@ -216,11 +217,12 @@ static void rearm_later(struct afio_req *r)
 	afio_reqq_push(&r->ctx->rearm, r);
 }
 
-static void take_rearms(struct afio_ctx *ctx)
+/* The oldest n (those queued before the current afio_poll() began). */
+static void take_rearms(struct afio_ctx *ctx, unsigned n)
 {
 	struct afio_req *r;
 
-	while ((r = afio_reqq_pop(&ctx->rearm))) {
+	while (n-- && (r = afio_reqq_pop(&ctx->rearm))) {
 		r->shot &= (uint8_t)~AFIO_SHOT_REARM;
 		afio_req_requeue(r);
 	}
@@ -307,7 +309,7 @@ int afio_submit(afio_ctx *ctx)
 
 	if (ret)
 		return ret;
-	take_rearms(ctx);
+	take_rearms(ctx, UINT_MAX);
 	return flush(ctx);
 }
 
@@ -564,7 +566,7 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 {
 	struct afio_req *left;
 	int64_t deadline = 0;
-	unsigned ran = 0;
+	unsigned ran = 0, rearms_due;
 	int ret, wait_ms;
 
 	ret = afio_ctx_check(ctx);
@@ -575,8 +577,8 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 	ctx->in_poll = true;
 	if (timeout_ms > 0)
 		deadline = now_ms() + timeout_ms;
+	rearms_due = ctx->rearm.count;
 	for (;;) {
-		take_rearms(ctx);
 		ret = flush(ctx);
 		if (ret < 0)
 			break;
@@ -594,7 +596,11 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 		   and so does what an engine that holds nothing any more left,
 		   and a result the core holds has its callback run: no
 		   completion would end the sleep for them. */
-		if (ctx->requeued || ctx->done.head || ctx->rearm.head ||
+		if (ctx->rearm.head) {
+			take_rearms(ctx, UINT_MAX);
+			continue;
+		}
+		if (ctx->requeued || ctx->done.head ||
 		    (ctx->queue.head && (ctx->queue.head != left || !in_engines(ctx))))
 			continue;
 		if (!in_engines(ctx))
@@ -604,6 +610,7 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 			break;
 	}
 	/* What the callbacks queued goes now, not at some later call. */
+	take_rearms(ctx, rearms_due);
 	if (ret >= 0)
 		ret = flush(ctx);
 	if (ctx->evfd_exported && !ctx->destroy_deferred)
@@ -727,7 +734,7 @@ void afio_drain(struct afio_ctx *ctx)
 		reap(ctx);
 		/* What the core queued again (a pooled receive that found
 		   nothing after all) is not submitted any more. */
-		take_rearms(ctx);
+		take_rearms(ctx, UINT_MAX);
 		while ((r = afio_reqq_pop(&ctx->queue)))
 			afio_req_finish(r, -ECANCELED);
 		run_callbacks(ctx);
