@@ -338,7 +338,7 @@ static int watch_locked(struct pool *p, struct afio_req *r)
 	return 0;
 }
 
-static void on_ready(struct pool *p, uint64_t key)
+static void on_ready(struct pool *p, uint64_t key, uint32_t events)
 {
 	struct afio_req *r;
 	struct slot *s;
@@ -366,7 +366,12 @@ static void on_ready(struct pool *p, uint64_t key)
 	fd = sock_fd(s, r);
 	pthread_mutex_unlock(&p->lock);
 
-	res = afio_req_sock_nowait(r, fd);
+	/* A pooled receive's engine part is the readiness, which epoll has
+	   just told; the owner's read finds out if it was spurious. */
+	if (r->op == AFIO_OP_RECV_POOL)
+		res = events;
+	else
+		res = afio_req_sock_nowait(r, fd);
 
 	pthread_mutex_lock(&p->lock);
 	if (res == -EAGAIN && !s->cancel) {
@@ -525,7 +530,7 @@ static void *poller_main(void *arg)
 		n = poller_wait(p, ev, 64, timeout);
 		for (int i = 0; i < n; i++) {
 			if (ev[i].data.u64 != POLLER_WAKE_KEY) {
-				on_ready(p, ev[i].data.u64);
+				on_ready(p, ev[i].data.u64, ev[i].events);
 				continue;
 			}
 			(void)!read(p->poller_wake, &v, sizeof(v));
