@@ -596,19 +596,22 @@ static int parse_echo_args(struct echo *echo, const struct server_extra_option *
 }
 
 /*
- * A buffer for every connection that may be mid-message at once, which
- * under load is every one: a smaller pool runs empty and its receives
- * wait for buffers (at 5000 busy connections a quarter cost 5 SQEs per
- * round trip, bench/results/2026-12-03-native-multishot.md).  Unused
- * buffers and entries cost no memory (the pool is mapped, the library
- * makes slots as they are first taken), so this costs an idle server
- * nothing.  Up to the most a kernel buffer ring holds.
+ * Two buffers for every connection that may be mid-message at once, which
+ * under load is every one: the one its send still holds and the one its
+ * next message comes in.  A smaller pool runs empty and its receives wait
+ * for buffers (at 5000 busy connections a quarter cost 5 SQEs per round
+ * trip, bench/results/2026-12-03-native-multishot.md; one per connection
+ * cost a third of the requests/s at 1000 connections on the pool and
+ * libaio, bench/results/2026-12-07-pooled-rearm.md).  Unused buffers and
+ * entries cost no memory (the pool is mapped, the library makes slots as
+ * they are first taken), so this costs an idle server nothing.  Up to the
+ * most a kernel buffer ring holds.
  */
 static unsigned default_pool_bufs(unsigned max_conn)
 {
-	if (max_conn < MIN_POOL_BUFS)
+	if (max_conn < MIN_POOL_BUFS / 2)
 		return MIN_POOL_BUFS;
-	return max_conn > DEFAULT_POOL_MAX ? DEFAULT_POOL_MAX : max_conn;
+	return max_conn > DEFAULT_POOL_MAX / 2 ? DEFAULT_POOL_MAX : 2 * max_conn;
 }
 
 /* Request entries: a receive per connection, and a send per buffer that
@@ -693,7 +696,7 @@ int main(int argc, char **argv)
 		[OPT_POOL_BUFS] = {
 			.name = "pool-bufs",
 			.help = "  --pool-bufs N  buffers of the pool with --recv pooled "
-				"(default --max-conn,\n"
+				"(default twice --max-conn,\n"
 				"                 at least " STRINGIFY(MIN_POOL_BUFS) ", at most "
 				STRINGIFY(DEFAULT_POOL_MAX) ")\n",
 		},
