@@ -19,10 +19,9 @@
  * ends) and sends them one at a time, in order.  A send holds a buffer, so
  * the entries needed are one per connection and one per pool buffer.
  *
- * own is the default: pooled is no faster on io_uring and slower on
- * libaio and the thread pool, where each shot of the receive waits for
- * readiness before the library reads; it wins on the memory of idle
- * connections.
+ * own is the default: pooled is as fast on libaio and the thread pool and
+ * a few percent slower on io_uring (bench/results/2026-12-07-pooled-rearm.md);
+ * it wins on the memory of idle connections.
  *
  * Either way no request outlives its socket: the connection is freed only
  * once its receive has had its last completion and no send is under way.
