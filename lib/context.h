@@ -17,7 +17,7 @@ struct afio_ctx {
 	struct afio_engine primary;
 	struct afio_engine pool;	/* ops NULL until something is routed */
 	struct afio_reqq queue;		/* accepted, not yet handed over */
-	struct afio_reqq rearm;		/* multishot, to go on from the next round of afio_poll() */
+	struct afio_reqq rearm;		/* multishot, to go on at the end of the next afio_poll() */
 	struct afio_reqq done;		/* finished, callbacks pending */
 	struct afio_reqq to_pool;	/* routed by the primary, for the pool */
 	struct afio_req *free_slots;	/* freed ones, the latest first */
