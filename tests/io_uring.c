@@ -314,11 +314,11 @@ START_TEST(test_seccomp_denies_setup)
 END_TEST
 
 /*
- * Before 5.6 io_uring_register(IORING_REGISTER_PROBE) fails with EINVAL.
- * A filter that answers so makes this kernel look that old to the backend,
- * which must then send READ, WRITE, RECV and SEND to the thread pool.
+ * Before 5.6 io_uring_register(IORING_REGISTER_PROBE) fails with EINVAL,
+ * and before 5.19 IORING_REGISTER_PBUF_RING does.  A filter that answers
+ * so for one opcode makes this kernel look that old to the backend.
  */
-static int deny_probe_register(void)
+static int deny_register(unsigned opcode)
 {
 	struct sock_filter prog[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -328,7 +328,7 @@ static int deny_probe_register(void)
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_register, 0, 3),
 		/* args[1], the opcode: its low word on little-endian x86-64 */
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IORING_REGISTER_PROBE, 0, 1),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, opcode, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
@@ -343,25 +343,35 @@ static int deny_probe_register(void)
 	return 0;
 }
 
-static void old_kernel_child(void)
+/* io_uring in the mode under test, or the child fails. */
+static afio_ctx *child_ring_ctx(void)
 {
-	int fd = pattern_file(2 * CHUNK), sv[2];
-	unsigned char a[CHUNK], b[CHUNK];
-	struct iovec iov = { .iov_base = b, .iov_len = CHUNK };
-	struct tu_done rd = { 0 }, rv = { 0 }, sd = { 0 }, rc = { 0 };
 	struct afio_config cfg;
-	struct afio_stats st;
-	char desc[256], in[8];
 	afio_ctx *ctx;
 
-	CHILD_CHECK(deny_probe_register() == 0);
-	CHILD_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
 	afio_config_init(&cfg);
 	cfg.backend = AFIO_BACKEND_IO_URING;
 	cfg.mode = target_mode;
 	cfg.flags = AFIO_NO_FALLBACK;
 	CHILD_CHECK(afio_create(&ctx, &cfg) == 0);
 	CHILD_CHECK(afio_backend(ctx) == AFIO_BACKEND_IO_URING);
+	return ctx;
+}
+
+static void old_kernel_child(void)
+{
+	int fd = pattern_file(2 * CHUNK), sv[2];
+	unsigned char a[CHUNK], b[CHUNK];
+	struct iovec iov = { .iov_base = b, .iov_len = CHUNK };
+	struct tu_done rd = { 0 }, rv = { 0 }, sd = { 0 }, rc = { 0 };
+	struct afio_stats st;
+	char desc[256], in[8];
+	afio_ctx *ctx;
+
+	/* READ, WRITE, RECV and SEND then go to the thread pool. */
+	CHILD_CHECK(deny_register(IORING_REGISTER_PROBE) == 0);
+	CHILD_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	ctx = child_ring_ctx();
 	CHILD_CHECK(afio_describe(ctx, desc, sizeof(desc)) > 0);
 	fprintf(stderr, "without the opcode probe: %s\n", desc);
 	CHILD_CHECK(strstr(desc, "thread pool for read,write,recv,send"));
@@ -388,6 +398,94 @@ static void old_kernel_child(void)
 START_TEST(test_no_opcode_probe_routes_to_pool)
 {
 	run_in_child(old_kernel_child);
+}
+END_TEST
+
+struct child_shots {
+	int n, finals;
+	ssize_t res[8];
+	unsigned flags[8];
+};
+
+static void on_child_shot(void *data, ssize_t res, unsigned flags)
+{
+	struct child_shots *s = data;
+
+	CHILD_CHECK(s->n < 8 && !s->finals);
+	s->res[s->n] = res;
+	s->flags[s->n++] = flags;
+	if (!(flags & AFIO_CQE_MORE))
+		s->finals++;
+}
+
+static void child_wait_shots(afio_ctx *ctx, struct child_shots *s, int n)
+{
+	for (int k = 0; s->n < n; k++) {
+		CHILD_CHECK(k < 1000);
+		CHILD_CHECK(afio_poll(ctx, 1, 10) >= 0);
+	}
+}
+
+/*
+ * A kernel without provided buffer rings: the core keeps the pool, and a
+ * pooled receive waits for readiness (IORING_OP_POLL_ADD) before the core
+ * reads into a buffer of it; multishot, an empty pool and a cancel behave
+ * as with the ring.
+ */
+static void no_buf_ring_child(void)
+{
+	static const char *const msgs[] = { "one", "two", "three" };
+	struct child_shots s = { 0 };
+	unsigned pool, held;
+	afio_handle h;
+	char how[256];
+	afio_ctx *ctx;
+	int sv[2];
+
+	CHILD_CHECK(deny_register(IORING_REGISTER_PBUF_RING) == 0);
+	CHILD_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	ctx = child_ring_ctx();
+	CHILD_CHECK(afio_bufpool_create(ctx, 1, 16, &pool) == 0);
+	for (unsigned op = 0; op < afio_op_count(); op++)
+		if (!strcmp(afio_op_name(op), "recv_pooled"))
+			CHILD_CHECK(afio_op_native(ctx, op, how, sizeof(how)) >= 0);
+	fprintf(stderr, "recv_pooled without buffer rings: %s\n", how);
+	CHILD_CHECK(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_child_shot,
+				     &s) == 0);
+	h = afio_last_handle(ctx);
+	for (int i = 0; i < 3; i++) {
+		size_t len = strlen(msgs[i]);
+
+		CHILD_CHECK(write(sv[0], msgs[i], len) == (ssize_t)len);
+		child_wait_shots(ctx, &s, i + 1);
+		CHILD_CHECK(s.res[i] == (ssize_t)len);
+		CHILD_CHECK((s.flags[i] & AFIO_CQE_MORE) && (s.flags[i] & AFIO_CQE_BUFFER));
+		CHILD_CHECK(!memcmp(afio_buf(ctx, pool, afio_cqe_buf(s.flags[i])), msgs[i], len));
+		if (i < 2)
+			CHILD_CHECK(afio_buf_release(ctx, pool, afio_cqe_buf(s.flags[i])) == 0);
+	}
+	/* The one buffer held: data waits for it, then comes in it. */
+	held = afio_cqe_buf(s.flags[2]);
+	CHILD_CHECK(write(sv[0], "four", 4) == 4);
+	CHILD_CHECK(afio_poll(ctx, 1, 50) >= 0);
+	CHILD_CHECK(s.n == 3);
+	CHILD_CHECK(afio_buf_release(ctx, pool, held) == 0);
+	child_wait_shots(ctx, &s, 4);
+	CHILD_CHECK(s.res[3] == 4 && !memcmp(afio_buf(ctx, pool, afio_cqe_buf(s.flags[3])),
+					     "four", 4));
+	CHILD_CHECK(afio_buf_release(ctx, pool, afio_cqe_buf(s.flags[3])) == 0);
+	CHILD_CHECK(afio_buf_release(ctx, pool, afio_cqe_buf(s.flags[3])) == -EALREADY);
+	CHILD_CHECK(afio_cancel_handle(ctx, h) == 0);
+	child_wait_shots(ctx, &s, 5);
+	CHILD_CHECK(s.res[4] == -ECANCELED && s.flags[4] == 0 && s.finals == 1);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+START_TEST(test_no_buf_ring_core_pool)
+{
+	run_in_child(no_buf_ring_child);
 }
 END_TEST
 
@@ -862,6 +960,7 @@ static Suite *io_uring_suite(void)
 	tcase_add_test(rings, test_describe_and_no_sqpoll_by_default);
 	tcase_add_test(probe, test_seccomp_denies_setup);
 	tcase_add_test(probe, test_no_opcode_probe_routes_to_pool);
+	tcase_add_test(probe, test_no_buf_ring_core_pool);
 	tcase_add_test(probe, test_io_uring_native_where_kernel_has_it);
 	tcase_add_test(evfd, test_eventfd_file_completion);
 	tcase_add_test(evfd, test_eventfd_socket_completion);

@@ -79,6 +79,7 @@ int uring_pool_attach(struct afio_engine *e, unsigned pool, char *mem, unsigned 
 	if (b->br == MAP_FAILED) {
 		b->br = NULL;
 		free(b->spare);
+		b->spare = NULL;
 		return -ENOMEM;
 	}
 	io_uring_buf_ring_init(b->br);
@@ -87,9 +88,12 @@ int uring_pool_attach(struct afio_engine *e, unsigned pool, char *mem, unsigned 
 	reg.bgid = (uint16_t)pool;
 	ret = io_uring_register_buf_ring(&u->ring, &reg, 0);
 	if (ret) {
+		/* Nothing kept: the pool is the core's (a kernel before 5.19),
+		   and destroy frees what a ring left. */
 		munmap(b->br, b->map_len);
 		b->br = NULL;
 		free(b->spare);
+		b->spare = NULL;
 		return ret;
 	}
 	b->mem = mem;
