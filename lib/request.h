@@ -311,10 +311,15 @@ bool afio_sendfile_cached(const struct afio_req *r);
 
 /* ---- lib/fileops.c: file reads and writes in the calling thread ---- */
 
-/* A FILE_RW-kind request writes (else it reads). */
+/* A FILE_RW-kind op writes (else it reads). */
+static inline bool afio_op_writes(enum afio_op op)
+{
+	return op == AFIO_OP_WRITE || op == AFIO_OP_WRITEV;
+}
+
 static inline bool afio_req_writes(const struct afio_req *r)
 {
-	return r->op == AFIO_OP_WRITE || r->op == AFIO_OP_WRITEV;
+	return afio_op_writes(r->op);
 }
 
 /*

@@ -27,11 +27,6 @@ static bool waits_for_device(enum afio_op op)
 	       op == AFIO_OP_FALLOCATE || op == AFIO_OP_FTRUNCATE;
 }
 
-static bool writes(enum afio_op op)
-{
-	return op == AFIO_OP_WRITE || op == AFIO_OP_WRITEV;
-}
-
 /*
  * The thread pool.  INLINE tries what has a non-blocking form in the
  * caller; what would block then goes on: a socket waits in the epoll set,
@@ -61,7 +56,7 @@ static struct afio_route pool_route(enum afio_op op, enum afio_mode mode, unsign
 		return rt(mode == AFIO_MODE_INLINE ? AFIO_TRY_CALLER : AFIO_TRY_WORKER,
 			  AFIO_RUN_POOL_READY);
 	case AFIO_KIND_FILE_RW:
-		if (mode == AFIO_MODE_INLINE && writes(op) && (flags & AFIO_CALLER_WRITES))
+		if (mode == AFIO_MODE_INLINE && afio_op_writes(op) && (flags & AFIO_CALLER_WRITES))
 			return rt(AFIO_TRY_NONE, AFIO_RUN_CALLER);
 		if (mode == AFIO_MODE_INLINE)
 			return rt(AFIO_TRY_CALLER, AFIO_RUN_POOL);
