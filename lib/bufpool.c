@@ -143,6 +143,26 @@ static void finish_with_buf(struct afio_req *r, ssize_t res, uint32_t id)
 	afio_req_finish(r, res);
 }
 
+/* A read for r, without waiting, into a free buffer of bp (one must be
+   free): n > 0 bytes in buffer *id, taken; else 0 (the end), -EAGAIN or
+   -errno, and the buffer is free again. */
+static ssize_t recv_free_buf(struct afio_bufpool *bp, const struct afio_req *r, uint32_t *id)
+{
+	ssize_t n;
+
+	*id = bp->free_ids[--bp->nfree];
+	do
+		n = recv(r->fd, bp->mem + (size_t)*id * bp->size, bp->size,
+			 r->flags | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n > 0)
+		return n;
+	bp->free_ids[bp->nfree++] = *id;
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return 0;
+}
+
 /* r is ready (its engine said readable): read into a free buffer. */
 void afio_recv_into_pool(struct afio_req *r)
 {
@@ -159,20 +179,13 @@ void afio_recv_into_pool(struct afio_req *r)
 		afio_reqq_push(&bp->waiters, r);
 		return;
 	}
-	id = bp->free_ids[--bp->nfree];
-	do
-		n = recv(r->fd, bp->mem + (size_t)id * bp->size, bp->size,
-			 r->flags | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	if (n > 0) {
+	n = recv_free_buf(bp, r, &id);
+	if (n > 0)
 		finish_with_buf(r, n, id);
-		return;
-	}
-	bp->free_ids[bp->nfree++] = id;
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+	else if (n == -EAGAIN)
 		afio_req_requeue(r);
 	else
-		afio_req_finish(r, n < 0 ? -errno : 0);
+		afio_req_finish(r, n);
 }
 
 bool afio_recv_pool_try(struct afio_req *r)
@@ -183,21 +196,14 @@ bool afio_recv_pool_try(struct afio_req *r)
 
 	if (bp->kernel || !bp->nfree)
 		return false;
-	id = bp->free_ids[--bp->nfree];
-	do
-		n = recv(r->fd, bp->mem + (size_t)id * bp->size, bp->size,
-			 r->flags | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	if (n > 0) {
-		afio_count_nowait(r->ctx);
-		afio_req_done_buf(r, n, id);
-		return true;
-	}
-	bp->free_ids[bp->nfree++] = id;
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+	n = recv_free_buf(bp, r, &id);
+	if (n == -EAGAIN)
 		return false;
 	afio_count_nowait(r->ctx);
-	afio_req_done(r, n < 0 ? -errno : 0);
+	if (n > 0)
+		afio_req_done_buf(r, n, id);
+	else
+		afio_req_done(r, n);
 	return true;
 }
 
