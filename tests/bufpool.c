@@ -596,11 +596,10 @@ END_TEST
 /* The index of the op named name. */
 static unsigned op_named(const char *name)
 {
-	for (unsigned op = 0; op < afio_op_count(); op++)
-		if (!strcmp(afio_op_name(op), name))
-			return op;
-	ck_abort_msg("no op %s", name);
-	return 0;
+	int op = tu_op_number(name);
+
+	ck_assert_msg(op >= 0, "no op %s", name);
+	return (unsigned)op;
 }
 
 /* A multishot accept on a socket that does not listen ends once, with

@@ -440,15 +440,14 @@ static void no_buf_ring_child(void)
 	afio_handle h;
 	char how[256];
 	afio_ctx *ctx;
-	int sv[2];
+	int sv[2], op;
 
 	CHILD_CHECK(deny_register(IORING_REGISTER_PBUF_RING) == 0);
 	CHILD_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
 	ctx = child_ring_ctx();
 	CHILD_CHECK(afio_bufpool_create(ctx, 1, 16, &pool) == 0);
-	for (unsigned op = 0; op < afio_op_count(); op++)
-		if (!strcmp(afio_op_name(op), "recv_pooled"))
-			CHILD_CHECK(afio_op_native(ctx, op, how, sizeof(how)) >= 0);
+	op = tu_op_number("recv_pooled");
+	CHILD_CHECK(op >= 0 && afio_op_native(ctx, (unsigned)op, how, sizeof(how)) >= 0);
 	fprintf(stderr, "recv_pooled without buffer rings: %s\n", how);
 	CHILD_CHECK(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_child_shot,
 				     &s) == 0);
