@@ -30,7 +30,9 @@
  * costs an fcntl(F_GETFL) and a statx, once per fd in a row within one
  * submit call (struct afio_fd_memo): the O_DIRECT flag belongs to the open
  * file description (F_SETFL can change it, and a closed fd number comes
- * back as another file), so nothing is kept from one call to the next.
+ * back as another file), so nothing is kept from one call to the next,
+ * unless the program hinted the fd (afio_fd_hint()): then neither, but a
+ * statx for the size of a direct write.
  *
  * Sockets: after IOCB_CMD_POLL reports readiness, the transfer runs with
  * MSG_DONTWAIT on the owner thread, in reap; if it would still block, or
@@ -106,15 +108,17 @@ static struct slot *slot_of(struct laio *a, const struct afio_req *r)
 
 /* ---- alignment ---- */
 
-static int dio_facts(struct laio *a, int fd, struct afio_dio_facts *al)
+/* The memo's answer for an O_DIRECT fd, asked where no hint gave it, or
+   where a write needs the size a hint does not keep. */
+static int dio_facts(struct laio *a, const struct afio_req *r, struct afio_fd_memo *m)
 {
-	int ret = afio_dio_facts(fd, &a->lbs, al);
-
-	if (!ret && al->from_statx)
+	if (m->dio_ret == 1 || (!m->dio_ret && m->dio.size_unknown && afio_req_writes(r)))
+		m->dio_ret = afio_dio_facts(r->fd, &a->lbs, &m->dio);
+	if (!m->dio_ret && m->dio.from_statx)
 		a->used_statx = true;
-	else if (!ret)
+	else if (!m->dio_ret)
 		a->used_lbs = true;
-	return ret;
+	return m->dio_ret;
 }
 
 static bool aligned(uint64_t v, unsigned to)
@@ -254,9 +258,7 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 			prep_try(s, r, try_rwf(a, r));
 		return to;
 	}
-	if (m->dio_ret == 1)
-		m->dio_ret = dio_facts(a, r->fd, &m->dio);
-	if (m->dio_ret == -EBADF) {
+	if (dio_facts(a, r, m) == -EBADF) {
 		*res = m->dio_ret;
 		return R_DONE;
 	}
@@ -490,7 +492,7 @@ static int libaio_submit(struct afio_engine *e, struct afio_reqq *q)
 	bool tried = false;
 	ssize_t res;
 
-	afio_fd_memo_init(&memo);
+	afio_fd_memo_init(&memo, e);
 	if (a->pending.head)
 		submit_pending(e);
 	while (n < a->nr_events && (r = afio_reqq_pop(q))) {

@@ -817,7 +817,7 @@ static int threads_submit(struct afio_engine *e, struct afio_reqq *q)
 	struct afio_req *r;
 	int n = 0;
 
-	afio_fd_memo_init(&memo);
+	afio_fd_memo_init(&memo, e);
 	afio_reqq_init(&batch);
 	while ((r = afio_reqq_pop(q))) {
 		struct slot *s = slot_of(p, r);

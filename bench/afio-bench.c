@@ -59,6 +59,7 @@ struct opts {
 	bool sqpoll;
 	bool lazy_eventfd;
 	bool caller_writes;
+	bool fd_hint;
 	bool submit_each;
 	const char *raw;	/* engine, or NULL for the library */
 	enum bench_op op;
@@ -141,6 +142,8 @@ static void usage(FILE *f)
 "                     that finds nothing\n"
 "  --caller-writes    AFIO_CALLER_WRITES: INLINE makes buffered writes in the\n"
 "                     caller, as pwrite(2) and libaio's io_submit() do\n"
+"  --fd-hint          afio_fd_hint() on the file: AFIO_FD_DIRECT or\n"
+"                     AFIO_FD_BUFFERED, so no submit asks the kernel which\n"
 "  --submit-each      afio_submit() after every request, as fio submits by\n"
 "                     default; without it what a poll round queues goes in\n"
 "                     one batch when afio_poll() returns\n"
@@ -179,7 +182,7 @@ static void bad(const char *what, const char *val)
 enum {
 	OPT_BACKEND = 256, OPT_MODE, OPT_RW, OPT_BS, OPT_QD, OPT_DIRECT, OPT_BUFFERED,
 	OPT_SIZE, OPT_RUNTIME, OPT_FILE, OPT_DIR, OPT_THREADS, OPT_JSON, OPT_CPU_CHECK,
-	OPT_SQPOLL, OPT_LAZY_EVENTFD, OPT_CALLER_WRITES, OPT_SUBMIT_EACH, OPT_RAW, OPT_OP, OPT_TREE, OPT_FILES, OPT_WAIT, OPT_PROBE, OPT_HELP,
+	OPT_SQPOLL, OPT_LAZY_EVENTFD, OPT_CALLER_WRITES, OPT_FD_HINT, OPT_SUBMIT_EACH, OPT_RAW, OPT_OP, OPT_TREE, OPT_FILES, OPT_WAIT, OPT_PROBE, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -200,6 +203,7 @@ static const struct option long_opts[] = {
 	{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
 	{ "lazy-eventfd", no_argument, NULL, OPT_LAZY_EVENTFD },
 	{ "caller-writes", no_argument, NULL, OPT_CALLER_WRITES },
+	{ "fd-hint", no_argument, NULL, OPT_FD_HINT },
 	{ "submit-each", no_argument, NULL, OPT_SUBMIT_EACH },
 	{ "raw", required_argument, NULL, OPT_RAW },
 	{ "op", required_argument, NULL, OPT_OP },
@@ -321,6 +325,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_CALLER_WRITES:
 			o->caller_writes = true;
+			break;
+		case OPT_FD_HINT:
+			o->fd_hint = true;
 			break;
 		case OPT_SUBMIT_EACH:
 			o->submit_each = true;
@@ -1009,6 +1016,9 @@ int main(int argc, char **argv)
 	if (o.op == BOP_RW || o.op == BOP_SENDFILE) {
 		b->w.fd = open_target(&o, path, sizeof(path), &remove_after, &size);
 		ret = b->w.fd < 0 ? b->w.fd : 0;
+		if (!ret && o.fd_hint && b->ctx)
+			ret = afio_fd_hint(b->ctx, b->w.fd,
+					   o.direct ? AFIO_FD_DIRECT : AFIO_FD_BUFFERED);
 	}
 	if (!ret && o.op != BOP_RW) {
 		ret = op_setup(&target, o.op, o.dir, o.tree, o.files, path, o.qd, !o.raw);

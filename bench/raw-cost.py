@@ -19,7 +19,7 @@ bench/README.md, "What the library costs" (IOPS >= 0.97x at CPU per I/O
   bench/raw-cost.py [--build DIR] [--file F] [--pairs 5] [--runtime 1]
                     [--backends io_uring,libaio,threads] [--modes inline,async,hybrid]
                     [--workloads randread:4k:buf,...] [--lazy-eventfd]
-                    [--caller-writes]
+                    [--caller-writes] [--fd-hint]
                     [--wait poll|eventfd] [--csv OUT.csv]
 
 Takes /tmp/afio-bench.lock, one benchmark at a time.  Cached reads read
@@ -61,6 +61,8 @@ def main():
                     help="the library runs with AFIO_LAZY_EVENTFD")
     ap.add_argument("--caller-writes", action="store_true",
                     help="the library runs with AFIO_CALLER_WRITES")
+    ap.add_argument("--fd-hint", action="store_true",
+                    help="the library is told how the file is opened (afio_fd_hint)")
     ap.add_argument("--wait", choices=["poll", "eventfd"], default="poll",
                     help="how the library's loop waits (afio-bench --wait)")
     ap.add_argument("--threads", default="4", help="the pool's workers, both sides")
@@ -81,7 +83,8 @@ def main():
                 lib = ["--backend", be, "--mode", mode, "--wait", a.wait,
                        "--threads", a.threads] + common + \
                       (["--lazy-eventfd"] if a.lazy_eventfd else []) + \
-                      (["--caller-writes"] if a.caller_writes else [])
+                      (["--caller-writes"] if a.caller_writes else []) + \
+                      (["--fd-hint"] if a.fd_hint else [])
                 to_workers = mode != "inline" and (be == "threads" or
                                                    (be == "libaio" and io == "buf"))
                 raw = ["--raw", "pool" if to_workers else RAW[be]] + common

@@ -230,6 +230,18 @@ struct afio_dio_align {
 };
 AFIO_API int afio_dio_align(int fd, struct afio_dio_align *out);
 
+/*
+ * The program's word on how fd is opened, so that file requests on it
+ * skip the fcntl(F_GETFL) (and, for O_DIRECT, the statx) a submit call on
+ * libaio or the pool otherwise makes per fd to route them.  Checked
+ * against the fd when given; it holds until hint 0 drops it or
+ * afio_close() closes fd.  A hint left on a closed and reused fd number
+ * costs waiting, never data (afio_fd_hint(3)).
+ */
+#define AFIO_FD_BUFFERED	(1u << 0) /* not O_DIRECT, and F_SETFL will not make it so */
+#define AFIO_FD_DIRECT		(1u << 1) /* O_DIRECT, and stays so: its alignment is kept */
+AFIO_API int afio_fd_hint(afio_ctx *ctx, int fd, unsigned hint);
+
 /* ---- paths ---- */
 
 /* res: the new fd. */

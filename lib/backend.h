@@ -254,6 +254,7 @@ struct afio_dio_facts {
 	unsigned off;		/* offset and length alignment */
 	uint64_t size;		/* file size when asked; UINT64_MAX for a device */
 	bool from_statx;	/* else the logical block size */
+	bool size_unknown;	/* from a hint: size not asked */
 };
 
 /* The alignment O_DIRECT I/O on fd needs and the file's size; -EOPNOTSUPP
@@ -265,10 +266,12 @@ int afio_dio_facts(int fd, struct afio_lbs_cache *cache, struct afio_dio_facts *
  * The requests of a batch are routed in one call, in which no callback
  * runs: an F_SETFL or a truncate by another thread meanwhile races with
  * all of them alike, so one fcntl (and one statx) per fd and batch says
- * as much as one per request.  Nothing is kept from one call to the next:
- * a closed fd number comes back as another file (asyncfio(7)).
+ * as much as one per request.  Nothing is kept from one call to the next
+ * (a closed fd number comes back as another file, asyncfio(7)) but what
+ * the program promised with afio_fd_hint().
  */
 struct afio_fd_memo {
+	const struct afio_fd_hints *hints;	/* the program's (lib/fdhint.c), asked first */
 	int fd;			/* -1: nothing asked yet */
 	int fl;			/* its F_GETFL, or -errno */
 	int dio_ret;		/* 1: not asked; else what afio_dio_facts() gave */
@@ -278,13 +281,11 @@ struct afio_fd_memo {
 	struct afio_dio_facts dio;
 };
 
-static inline void afio_fd_memo_init(struct afio_fd_memo *m)
-{
-	m->fd = -1;
-}
+void afio_fd_memo_init(struct afio_fd_memo *m, const struct afio_engine *e);
 
-/* fd's F_GETFL (or -errno), asked once per fd in a row; a new fd's other
-   answers are then unknown. */
+/* fd's F_GETFL (or -errno; only O_DIRECT is sure to be there), from its
+   hint or asked once per fd in a row; a new fd's other answers are then
+   unknown, or the hint's. */
 int afio_fd_memo_flags(struct afio_fd_memo *m, int fd);
 
 /* snprintf into reason, tolerating a NULL or zero-sized buffer. */

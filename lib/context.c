@@ -373,6 +373,7 @@ void afio_destroy(afio_ctx *ctx)
 		close_bound_copies(ctx);
 	close(ctx->evfd);
 	afio_bufpools_free(ctx);
+	afio_fd_hints_free(ctx);
 	unmap_slots(ctx);
 	free(ctx);
 }

@@ -13,6 +13,21 @@
 #define AFIO_REASON_LEN 192
 #define AFIO_DEFAULT_THREADS	4
 
+/* afio_fd_hint()'s, by fd (lib/fdhint.c). */
+struct afio_fd_hint {
+	uint8_t hint;		/* AFIO_FD_BUFFERED or AFIO_FD_DIRECT; 0: none */
+	bool dio_ok;		/* DIRECT: the kernel said how to align (mem, off) */
+	bool from_statx;
+	uint32_t mem;
+	uint32_t off;
+};
+
+struct afio_fd_hints {
+	struct afio_fd_hint *by_fd;
+	unsigned n;
+	struct afio_lbs_cache lbs;
+};
+
 struct afio_ctx {
 	struct afio_engine primary;
 	struct afio_engine pool;	/* ops NULL until something is routed */
@@ -29,6 +44,7 @@ struct afio_ctx {
 	bool requeued;			/* the core queued a request again since the last flush */
 	unsigned nbufpools;
 	struct afio_bufpool *bufpools[AFIO_MAX_BUFPOOLS];
+	struct afio_fd_hints hints;
 	struct afio_req *slots;
 	struct afio_config cfg;
 	struct afio_stats st;
@@ -72,6 +88,10 @@ void afio_engine_prepare(struct afio_ctx *ctx, struct afio_engine *e,
 
 /* From now on the application watches the eventfd. */
 int afio_export_eventfd(struct afio_ctx *ctx);
+
+/* ---- lib/fdhint.c ---- */
+void afio_fd_hint_closed(struct afio_ctx *ctx, int fd);
+void afio_fd_hints_free(struct afio_ctx *ctx);
 
 /* ---- lib/bufpool.c ---- */
 struct afio_bufpool;

@@ -178,6 +178,7 @@ int afio_dio_facts(int fd, struct afio_lbs_cache *c, struct afio_dio_facts *al)
 	}
 	/* A block device has no size here, and nothing to extend. */
 	al->size = S_ISREG(st.mode) ? st.size : UINT64_MAX;
+	al->size_unknown = false;
 	if (st.mask & STATX_DIOALIGN) {
 		/* 0: the file system does direct I/O on this file by buffering. */
 		if (!st.dio_mem_align || !st.dio_offset_align)
@@ -206,17 +207,4 @@ int afio_dio_align(int fd, struct afio_dio_align *out)
 	out->mem = facts.mem;
 	out->offset = facts.off;
 	return 0;
-}
-
-int afio_fd_memo_flags(struct afio_fd_memo *m, int fd)
-{
-	if (fd != m->fd) {
-		m->fd = fd;
-		m->fl = fcntl(fd, F_GETFL);
-		if (m->fl < 0)
-			m->fl = -errno;
-		m->dio_ret = 1;
-		m->positional = AFIO_FD_POSITIONS_UNKNOWN;
-	}
-	return m->fl;
 }

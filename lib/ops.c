@@ -355,7 +355,13 @@ int afio_fsync(afio_ctx *ctx, int fd, unsigned flags, afio_cb cb, void *data)
 
 int afio_close(afio_ctx *ctx, int fd, afio_cb cb, void *data)
 {
-	return queue_fd_op(ctx, AFIO_OP_CLOSE, fd, 0, 0, 0, 0, cb, data);
+	int ret = queue_fd_op(ctx, AFIO_OP_CLOSE, fd, 0, 0, 0, 0, cb, data);
+
+	/* Requests queued before it are routed by fcntl then, and find the
+	   fd still open: the close is routed after them. */
+	if (!ret)
+		afio_fd_hint_closed(ctx, fd);
+	return ret;
 }
 
 int afio_fallocate(afio_ctx *ctx, int fd, int mode, uint64_t off, uint64_t len,

@@ -4,12 +4,16 @@
  * readv2 and writev2 with their flags, buffered and O_DIRECT, set against
  * preadv2(2); fallocate, ftruncate and sync_range, checked by what the
  * file holds afterwards; afio_dio_align() against statx(2); each with the
- * errors the Linux call gives; AFIO_CALLER_WRITES.
+ * errors the Linux call gives; AFIO_CALLER_WRITES; afio_fd_hint(), by the
+ * system calls a submitting thread makes with and without it.
  */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -484,6 +488,190 @@ START_TEST(test_caller_writes)
 }
 END_TEST
 
+/* ---- afio_fd_hint() ---- */
+
+#ifdef __x86_64__
+#define HINT_PAGES 8
+#define TRAP_PASS 1	/* fcntl's unused third argument: let this one through */
+
+static pid_t trap_tid;
+static volatile sig_atomic_t trapped;
+
+/* A trapped fcntl(F_GETFL) is made again and its answer given back, so
+   that the library routes as without the trap; a trapped statx fails
+   with ENOSYS, which the library takes as a kernel without it. */
+static void on_sigsys(int sig, siginfo_t *si, void *ucv)
+{
+	greg_t *g = ((ucontext_t *)ucv)->uc_mcontext.gregs;
+	int saved = errno;
+	long ret;
+
+	(void)sig;
+	if ((pid_t)syscall(SYS_gettid) == trap_tid)
+		trapped = trapped + 1;
+	ret = -ENOSYS;
+	if (si->si_syscall == SYS_fcntl) {
+		ret = syscall(SYS_fcntl, (int)g[REG_RDI], (int)g[REG_RSI], TRAP_PASS);
+		if (ret < 0)
+			ret = -errno;
+	}
+	g[REG_RAX] = ret;
+	errno = saved;
+}
+
+/* From now on this thread's fcntl(F_GETFL) and statx are counted. */
+static int trap_fd_questions(void)
+{
+	struct sock_filter body[] = {
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_statx, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_fcntl, 0, 5),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, F_GETFL, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TRAP_PASS, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
+
+	trap_tid = (pid_t)syscall(SYS_gettid);
+	if (sigaction(SIGSYS, &sa, NULL))
+		return -errno;
+	return tu_seccomp(body, sizeof(body) / sizeof(body[0]));
+}
+
+struct hint_run {
+	afio_ctx *ctx;
+	const unsigned char *bytes;
+	int fd, dfd;		/* buffered, O_DIRECT (-1: none here) */
+	size_t blk;		/* dfd's alignment */
+	int trap_ret;
+	bool same_number;	/* the fd opened after afio_close() got its number */
+	int asked[4];		/* questions the submitting thread asked, by phase */
+	bool data_right[4];
+};
+
+/* HINT_PAGES reads of fd in one submit, as many of the questions counted
+   as the thread asked for them. */
+static void read_counted(struct hint_run *h, int phase, int fd, size_t len)
+{
+	unsigned char *back = aligned_alloc(4096, HINT_PAGES * 4096);
+	struct tu_done d[HINT_PAGES] = { { 0 } };
+	int before = trapped;
+	bool right = back != NULL;
+
+	for (int i = 0; back && i < HINT_PAGES; i++)
+		right &= !afio_read(h->ctx, fd, back + i * len, len, (uint64_t)i * len,
+				    tu_on_done, &d[i]);
+	right &= afio_submit(h->ctx) >= 0;
+	for (int i = 0; back && i < HINT_PAGES; i++) {
+		tu_wait_done(h->ctx, &d[i]);
+		right &= d[i].calls == 1 && d[i].res == (ssize_t)len;
+	}
+	h->asked[phase] = trapped - before;
+	h->data_right[phase] = right && !memcmp(back, h->bytes, HINT_PAGES * len);
+	free(back);
+}
+
+static void *hinted_reads(void *arg)
+{
+	struct hint_run *h = arg;
+	struct tu_done d = { 0 };
+	int old;
+
+	h->trap_ret = trap_fd_questions();
+	if (h->trap_ret)
+		return NULL;
+	if (!afio_fd_hint(h->ctx, h->fd, AFIO_FD_BUFFERED))
+		read_counted(h, 0, h->fd, 4096);
+	afio_fd_hint(h->ctx, h->fd, 0);
+	read_counted(h, 1, h->fd, 4096);
+	if (h->dfd >= 0 && !afio_fd_hint(h->ctx, h->dfd, AFIO_FD_DIRECT))
+		read_counted(h, 2, h->dfd, h->blk);
+	/* afio_close() drops the hint: the number, open again, is asked about. */
+	old = h->fd;
+	afio_fd_hint(h->ctx, h->fd, AFIO_FD_BUFFERED);
+	if (!afio_close(h->ctx, h->fd, tu_on_done, &d)) {
+		tu_wait_done(h->ctx, &d);
+		h->fd = tu_data_file(h->bytes, HINT_PAGES * 4096);
+		h->same_number = h->fd == old;
+		read_counted(h, 3, h->fd, 4096);
+	}
+	return NULL;
+}
+#endif
+
+/* Its errors, and the questions a submit call asks the kernel about a file
+   (fcntl F_GETFL, statx), counted on the submitting thread: none for a
+   hinted fd, on every backend and mode; without the hint libaio and the
+   pool ask, io_uring never does. */
+START_TEST(test_fd_hint)
+{
+	afio_ctx *ctx = tu_ctx(tu_backend, tu_mode, 64);
+	size_t len = HINT_PAGES * 4096;
+	unsigned char *bytes = tu_random_bytes(len, 11);
+	int fd = tu_data_file(bytes, len), dfd = tu_tmpfile(O_DIRECT);
+	bool asks = tu_backend != AFIO_BACKEND_IO_URING;
+
+	ck_assert_int_eq(afio_fd_hint(NULL, fd, AFIO_FD_BUFFERED), -EINVAL);
+	ck_assert_int_eq(afio_fd_hint(ctx, -1, AFIO_FD_BUFFERED), -EBADF);
+	ck_assert_int_eq(afio_fd_hint(ctx, tu_closed_fd(), AFIO_FD_BUFFERED), -EBADF);
+	ck_assert_int_eq(afio_fd_hint(ctx, fd, AFIO_FD_BUFFERED | AFIO_FD_DIRECT), -EINVAL);
+	ck_assert_int_eq(afio_fd_hint(ctx, fd, 1u << 7), -EINVAL);
+	/* A hint the fd contradicts is refused: it would cost waiting. */
+	ck_assert_int_eq(afio_fd_hint(ctx, fd, AFIO_FD_DIRECT), -EINVAL);
+	ck_assert_int_eq(afio_fd_hint(ctx, fd, 0), 0);
+	if (dfd >= 0)
+		ck_assert_int_eq(afio_fd_hint(ctx, dfd, AFIO_FD_BUFFERED), -EINVAL);
+
+#ifdef __x86_64__
+	struct hint_run h = { .ctx = ctx, .bytes = bytes, .fd = fd, .dfd = -1 };
+	pthread_t t;
+
+	size_t mem;
+
+	if (dfd >= 0) {
+		h.blk = tu_direct_block(dfd, &mem);
+		if (h.blk && h.blk <= 4096 && !(h.blk % mem)) {
+			unsigned char *al = aligned_alloc(4096, len);
+
+			ck_assert_ptr_nonnull(al);
+			memcpy(al, bytes, len);
+			ck_assert_int_eq(pwrite(dfd, al, len, 0), (ssize_t)len);
+			free(al);
+			h.dfd = dfd;
+		}
+	}
+	ck_assert_int_eq(pthread_create(&t, NULL, hinted_reads, &h), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(!h.trap_ret, "seccomp: %s", strerror(-h.trap_ret));
+	ck_assert_msg(h.data_right[0] && h.data_right[1] && h.data_right[3],
+		      "%s: reads of a hinted fd", tu_target_name());
+	ck_assert_msg(!h.asked[0], "%s: %d questions about a buffered fd hinted so",
+		      tu_target_name(), h.asked[0]);
+	ck_assert_msg(!h.asked[1] == !asks, "%s: %d questions about an fd without a hint",
+		      tu_target_name(), h.asked[1]);
+	ck_assert(h.same_number);
+	ck_assert_msg(!h.asked[3] == !asks, "%s: %d questions about a number afio_close()d",
+		      tu_target_name(), h.asked[3]);
+	if (h.dfd >= 0) {
+		ck_assert_msg(h.data_right[2], "%s: O_DIRECT reads of a hinted fd",
+			      tu_target_name());
+		ck_assert_msg(!h.asked[2], "%s: %d questions about an O_DIRECT fd hinted so",
+			      tu_target_name(), h.asked[2]);
+	}
+	close(h.fd);
+#else
+	close(fd);
+#endif
+	if (dfd >= 0)
+		close(dfd);
+	afio_destroy(ctx);
+	free(bytes);
+}
+END_TEST
+
 static Suite *files_suite(void)
 {
 	Suite *s = suite_create("files");
@@ -491,6 +679,7 @@ static Suite *files_suite(void)
 	TCase *space = tu_tcase(s, "space");
 	TCase *dio_align = tu_tcase(s, "dio_align");
 	TCase *caller_writes = tu_tcase(s, "caller_writes");
+	TCase *fd_hint = tu_tcase(s, "fd_hint");
 
 	tcase_add_test(rw2, test_writev2_flags);
 	tcase_add_test(rw2, test_readv2_flags);
@@ -501,6 +690,7 @@ static Suite *files_suite(void)
 	tcase_add_test(space, test_sync_range);
 	tcase_add_test(dio_align, test_dio_align);
 	tcase_add_test(caller_writes, test_caller_writes);
+	tcase_add_test(fd_hint, test_fd_hint);
 	return s;
 }
 

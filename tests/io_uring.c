@@ -320,11 +320,7 @@ END_TEST
  */
 static int deny_register(unsigned opcode)
 {
-	struct sock_filter prog[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	struct sock_filter body[] = {
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_register, 0, 3),
 		/* args[1], the opcode: its low word on little-endian x86-64 */
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
@@ -332,15 +328,8 @@ static int deny_register(unsigned opcode)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	struct sock_fprog fprog = {
-		.len = sizeof(prog) / sizeof(prog[0]),
-		.filter = prog,
-	};
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
-	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog))
-		return -errno;
-	return 0;
+	return tu_seccomp(body, sizeof(body) / sizeof(body[0]));
 }
 
 /* io_uring in the mode under test, or the child fails. */

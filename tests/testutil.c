@@ -38,35 +38,42 @@ int tu_tmpfile(int flags)
 	return fd < 0 ? -errno : fd;
 }
 
-int tu_deny_syscalls(const long *nrs, size_t n)
+int tu_seccomp(const struct sock_filter *body, size_t n)
 {
-	struct sock_filter prog[64];
-	struct sock_fprog fprog;
-	size_t i = 0;
+	struct sock_filter prog[64] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	};
+	struct sock_fprog fprog = { .filter = prog };
 
-	if (n > 28)
+	if (n > 60)
 		return -E2BIG;
-	prog[i++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-						 offsetof(struct seccomp_data, arch));
-	prog[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-						 AUDIT_ARCH_X86_64, 1, 0);
-	prog[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-	prog[i++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-						 offsetof(struct seccomp_data, nr));
-	for (size_t k = 0; k < n; k++) {
-		prog[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-							 (unsigned)nrs[k], 0, 1);
-		prog[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
-							 SECCOMP_RET_ERRNO | EPERM);
-	}
-	prog[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-	fprog.len = (unsigned short)i;
-	fprog.filter = prog;
+	memcpy(prog + 4, body, n * sizeof(*body));
+	fprog.len = (unsigned short)(4 + n);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		return -errno;
 	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog))
 		return -errno;
 	return 0;
+}
+
+int tu_deny_syscalls(const long *nrs, size_t n)
+{
+	struct sock_filter body[60];
+	size_t i = 0;
+
+	if (n > 29)
+		return -E2BIG;
+	for (size_t k = 0; k < n; k++) {
+		body[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+							 (unsigned)nrs[k], 0, 1);
+		body[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+							 SECCOMP_RET_ERRNO | EPERM);
+	}
+	body[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	return tu_seccomp(body, i);
 }
 
 int tu_parse_target(int argc, char **argv, enum afio_backend only, enum afio_backend *b,

@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <limits.h>
+#include <linux/filter.h>
 #include <linux/openat2.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -20,6 +21,11 @@
 /* A file in $AFIO_TEST_DIR (else the current directory), created empty,
    already unlinked; returns its fd. */
 int tu_tmpfile(int flags);
+
+/* Installs a seccomp filter on this thread (and the threads it starts)
+   that runs body with the system call's number loaded, on x86-64 only;
+   body ends in its own returns.  0 or -errno. */
+int tu_seccomp(const struct sock_filter *body, size_t n);
 
 /* Installs a seccomp filter on this process that makes each listed system
    call fail with EPERM, as a container's policy does.  0 or -errno. */
