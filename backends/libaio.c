@@ -38,7 +38,11 @@
  * MSG_DONTWAIT on the owner thread, in reap; if it would still block, or
  * MSG_WAITALL wants more, the poll is armed again.  Every iocb carries the
  * context's eventfd (IOCB_FLAG_RESFD), and reap takes events without
- * blocking.  A poll's reference to the socket ends with the poll, so a
+ * blocking.  While nothing is in the pool the core sleeps in
+ * io_getevents() (libaio_wait()), as a program on raw libaio does, not in
+ * a poll of the eventfd and a read to clear it: the eventfd then stays
+ * readable for events the wait took, which costs a look that finds
+ * nothing at worst.  A poll's reference to the socket ends with the poll, so a
  * request that waits holds its socket (struct afio_sock_hold,
  * lib/sockops.c) and polls and transfers on that until it finishes.
  */
@@ -673,6 +677,39 @@ static void libaio_reap(struct afio_engine *e)
 		submit_pending(e);
 }
 
+static int wait_on_eventfd(struct laio *a, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = a->evfd, .events = POLLIN };
+
+	return poll(&pfd, 1, timeout_ms) < 0 ? -errno : 0;
+}
+
+/* Sleeps until an event comes, and completes what it took. */
+static int libaio_wait(struct afio_engine *e, int timeout_ms)
+{
+	struct laio *a = e->priv;
+	struct timespec ts, *tsp = NULL;
+	int n;
+
+	/* Nothing in the kernel to wake us: what the core waits for (a
+	   poll waiting for room, a timeout) is the eventfd's. */
+	if (!a->in_kernel)
+		return wait_on_eventfd(a, timeout_ms);
+	if (timeout_ms >= 0) {
+		ts.tv_sec = timeout_ms / 1000;
+		ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000;
+		tsp = &ts;
+	}
+	n = io_getevents(a->io, 1, (long)a->nr_events, a->events, tsp);
+	if (n == -EINTR)
+		return 0;
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++)
+		complete(e, &a->events[i]);
+	return 0;
+}
+
 /* Only polls can be canceled in the kernel; direct I/O and fsync finish. */
 static void libaio_cancel(struct afio_engine *e, struct afio_req *r)
 {
@@ -1005,6 +1042,7 @@ const struct afio_backend_ops afio_backend_libaio = {
 	.submit = libaio_submit,
 	.reap = libaio_reap,
 	.ready = libaio_ready,
+	.wait = libaio_wait,
 	.cancel = libaio_cancel,
 	.describe = libaio_describe,
 	.op_kernel = libaio_op_kernel,
