@@ -469,6 +469,29 @@ static void afio_fio_cleanup(struct thread_data *td)
 	td->io_ops_data = NULL;
 }
 
+/* fio opens a job's files with O_DIRECT or without it for good: the
+   context is told so once (afio_fd_hint(3)), and does not ask the kernel
+   again in each submit.  A hint refused (a file system without O_DIRECT
+   where fio fell back) leaves the library asking. */
+static int afio_fio_open_file(struct thread_data *td, struct fio_file *f)
+{
+	struct afio_fio_data *ad = td->io_ops_data;
+	int ret = generic_open_file(td, f);
+
+	if (!ret && ad && f->fd >= 0)
+		(void)afio_fd_hint(ad->ctx, f->fd, td->o.odirect ? AFIO_FD_DIRECT : AFIO_FD_BUFFERED);
+	return ret;
+}
+
+static int afio_fio_close_file(struct thread_data *td, struct fio_file *f)
+{
+	struct afio_fio_data *ad = td->io_ops_data;
+
+	if (ad && f->fd >= 0)
+		(void)afio_fd_hint(ad->ctx, f->fd, 0);
+	return generic_close_file(td, f);
+}
+
 /*
  * The name fio looks up in an external engine.  No .cancel: a 0 from it
  * tells fio that the io_u is finished, and fio then frees it and may
@@ -486,8 +509,8 @@ struct ioengine_ops ioengine = {
 	.getevents		= afio_fio_getevents,
 	.event			= afio_fio_event,
 	.cleanup		= afio_fio_cleanup,
-	.open_file		= generic_open_file,
-	.close_file		= generic_close_file,
+	.open_file		= afio_fio_open_file,
+	.close_file		= afio_fio_close_file,
 	.get_file_size		= generic_get_file_size,
 	.options		= options,
 	.option_struct_size	= sizeof(struct afio_fio_options),
