@@ -9,10 +9,10 @@ with their spread: what a change to the library did, against the commit
 before it.
 
   bench/vs-build.py --old DIR --new DIR [--file F] [--pairs 5] [--runtime 1]
-                    [--workloads nop:io_uring:inline,randread:4k:threads:hybrid,...]
+                    [--workloads nop:0:io_uring:inline,randread:4k:libaio:inline:dir,...]
 
-A workload is OP:BS:BACKEND:MODE (OP randread, randwrite or nop; BS
-ignored for nop).  Takes /tmp/afio-bench.lock, one benchmark at a time;
+A workload is OP:BS:BACKEND:MODE[:dir] (OP randread, randwrite or nop; BS
+ignored for nop; dir: O_DIRECT, else buffered).  Takes /tmp/afio-bench.lock, one benchmark at a time;
 cached reads read the file into the page cache before each pair.
 """
 import argparse
@@ -63,12 +63,13 @@ def main():
     print("|---|---|---|")
     slower = 0
     for spec in a.workloads.split(","):
-        op, bs, backend, mode = spec.split(":")
+        op, bs, backend, mode, *io = spec.split(":")
         args = ["--backend", backend, "--mode", mode, "--qd", a.qd, "--runtime", a.runtime]
         if op == "nop":
             args += ["--op", "nop"]
         else:
-            args += ["--file", a.file, "--size", a.size, "--rw", op, "--bs", bs, "--buffered"]
+            args += ["--file", a.file, "--size", a.size, "--rw", op, "--bs", bs,
+                     "--direct" if io == ["dir"] else "--buffered"]
         iops, cpu = [], []
         for i in range(a.pairs):
             if op == "randread" and os.path.exists(a.file):

@@ -125,7 +125,7 @@ new_req(struct afio_ctx *ctx, enum afio_op op, int fd, afio_cb cb, void *data, i
 
 	if (!r)
 		return NULL;
-	memset(&r->buf, 0, offsetof(struct afio_req, ctx) - offsetof(struct afio_req, buf));
+	memset(&r->buf, 0, offsetof(struct afio_req, op) - offsetof(struct afio_req, buf));
 	r->gen++;
 	ctx->last = r;
 	r->op = op;

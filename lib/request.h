@@ -113,7 +113,7 @@ struct afio_req {
 		afio_ecb ecb;		/* when shot has AFIO_SHOT_ECB */
 	};
 	void *data;
-	/* From here to ctx: what new_req() clears for each request. */
+	/* From here to op: what new_req() clears for each request. */
 	union {
 		void *buf;
 		const struct iovec *iov;
@@ -138,8 +138,8 @@ struct afio_req {
 	   write: tried without blocking already (by libaio: an RWF_NOWAIT
 	   iocb, or the try of a run's first request in the submit call),
 	   so the pool does not try again in the caller.  Written by whoever
-	   runs the request, so not in the word of state and cancel, which
-	   the owner reads meanwhile. */
+	   runs the request, a byte of its own: the owner reads state and
+	   cancel beside it meanwhile. */
 	uint8_t started;
 	/* File read or write: enum afio_dio_seen, what the backend that
 	   routed it (or the pool's first look) saw of O_DIRECT on its fd, so
@@ -147,15 +147,18 @@ struct afio_req {
 	   Written only by whoever runs the request. */
 	uint8_t dio;
 	uint8_t shot;		/* enum afio_shot, set by the queueing call */
+	uint8_t op;
+	uint8_t state;
+	uint8_t cancel;		/* afio_cancel() asked for it */
 	struct afio_ctx *ctx;
 	int fd;
 	int fd2;
 	uint32_t index;		/* position in the slot array; backends key per-slot state on it */
 	uint32_t gen;		/* bumped at each reuse: stale events and handles */
-	uint8_t op;
-	uint8_t state;
-	uint8_t cancel;		/* afio_cancel() asked for it */
 };
+
+/* A slot is part of what every connection that waits costs. */
+_Static_assert(sizeof(struct afio_req) <= 120, "struct afio_req grew");
 
 enum afio_dio_seen {
 	AFIO_DIO_UNSEEN,

@@ -426,7 +426,7 @@ int afio_sock_hold(struct afio_sock_hold *h, const struct afio_req *r)
 	if (errno != EMFILE && errno != ENFILE)
 		return -errno;
 	h->fd_plus1 = r->fd + 1;
-	h->borrowed = -errno;
+	h->borrowed = (int8_t)-errno;
 	return h->borrowed;
 }
 
