@@ -8,7 +8,8 @@ afio_* options): same file, same queue depth, same batching
 buffers (--iomem=mmap).  Each round runs every pair, A then B, the order swapped
 every other round; the report gives per pair the median of the per-round
 ratios (ours / theirs) with their min-max, and the medians of fio's IOPS,
-clat p50/p99, slat mean/max and CPU (usr+sys %).
+clat p50/p99, slat mean/max and CPU (usr+sys %); for a mixed job IOPS
+are both directions' and latencies its reads'.
 
   integrations/fio/bench.py [--rounds 5] [--runtime 3] [--qd 32] [--out FILE.md]
                             [--pairs io_uring,libaio] [--workloads "4k randread O_DIRECT"]
@@ -42,6 +43,15 @@ WORKLOADS = [
     ("64k randread cached", ["--rw=randread", "--bs=64k", "--direct=0"]),
     ("4k randwrite buffered", ["--rw=randwrite", "--bs=4k", "--direct=0"]),
     ("4k randwrite O_DIRECT", ["--rw=randwrite", "--bs=4k", "--direct=1"]),
+    # The depths at either end, and mixed jobs, as fio users run them
+    # (later options override --iodepth and the batch above).
+    ("4k randread O_DIRECT qd1", ["--rw=randread", "--bs=4k", "--direct=1",
+                                  "--iodepth=1", "--iodepth_batch_submit=1"]),
+    ("4k randread O_DIRECT qd128", ["--rw=randread", "--bs=4k", "--direct=1",
+                                    "--iodepth=128", "--iodepth_batch_submit=128"]),
+    ("16k randrw 70/30 O_DIRECT", ["--rw=randrw", "--rwmixread=70", "--bs=16k", "--direct=1"]),
+    ("4k randrw 70/30 cached fsync=64", ["--rw=randrw", "--rwmixread=70", "--bs=4k",
+                                       "--direct=0", "--fsync=64"]),
 ]
 
 
@@ -68,10 +78,11 @@ def fio_run(fio, engine_args, work, submit, args, path):
     os.sync()
     # the engine's own lines (which backend runs) come before fio's JSON
     job = json.loads(out[re.search(r"^\{", out, re.M).start():])["jobs"][0]
-    rd = job["write"] if job["write"]["io_bytes"] else job["read"]
+    # A mixed job's IOPS are both directions'; its latencies the reads'.
+    rd = job["write"] if not job["read"]["io_bytes"] else job["read"]
     pct = rd["clat_ns"].get("percentile", {})
     return {
-        "iops": rd["iops"],
+        "iops": job["read"]["iops"] + job["write"]["iops"],
         "p50": pct.get("50.000000", 0) / 1000,
         "p99": pct.get("99.000000", 0) / 1000,
         "slat_mean": rd["slat_ns"]["mean"] / 1000,
