@@ -26,6 +26,10 @@
  * Either way no request outlives its socket: the connection is freed only
  * once its receive has had its last completion and no send is under way.
  *
+ * Connections are accepted by accept4() when epoll says the listener is
+ * readable, or (--accept multishot) by one afio_accept_multishot() request;
+ * examples/server.c does either.
+ *
  * What one connection costs is in bench/results/2026-12-01-echo.md
  * ("What one connection costs").
  */
@@ -530,7 +534,7 @@ static void fit_descriptors(const struct echo *echo)
 /* ---- start-up ---- */
 
 enum { OPT_MAX_CONN, OPT_IDLE_TIMEOUT, OPT_BUF_SIZE, OPT_EVENTFD, OPT_RECV, OPT_POOL_BUFS,
-       NR_OPTS };
+       OPT_ACCEPT, NR_OPTS };
 
 /* An option that names one of two choices: 0 for the first (also when it
    is not given), 1 for the second, or -EINVAL (with a message). */
@@ -564,7 +568,15 @@ static int parse_echo_args(struct echo *echo, const struct server_extra_option *
 			   struct server_opts *opts)
 {
 	const char *eventfd = opt[OPT_EVENTFD].value;
+	const char *accept = opt[OPT_ACCEPT].value;
 	unsigned v;
+
+	if (accept && !strcmp(accept, "multishot")) {
+		opts->accept_multishot = true;
+	} else if (accept && strcmp(accept, "epoll")) {
+		fprintf(stderr, "--accept: expected epoll or multishot, got \"%s\"\n", accept);
+		return -EINVAL;
+	}
 
 	if (eventfd && !strcmp(eventfd, "lazy")) {
 		opts->afio.flags |= AFIO_LAZY_EVENTFD;
@@ -707,6 +719,14 @@ int main(int argc, char **argv)
 				"                 none: the loop waits inside afio_poll(), its "
 				"epoll set\n"
 				"                 watched by afio_poll_fd() (default exact)\n",
+		},
+		[OPT_ACCEPT] = {
+			.name = "accept",
+			.help = "  --accept epoll|multishot\n"
+				"                 epoll: accept4() when the listener is "
+				"readable; multishot: one\n"
+				"                 afio_accept_multishot() request "
+				"(default epoll)\n",
 		},
 	};
 	struct echo echo = { .max_conn = DEFAULT_MAX_CONN, .buf_size = DEFAULT_BUF_SIZE };

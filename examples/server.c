@@ -167,6 +167,7 @@ void server_opts_init(struct server_opts *opts, const char *prog, unsigned defau
 	opts->max_conn = 64;
 	opts->entries = 0;
 	opts->wait_inside = false;
+	opts->accept_multishot = false;
 	afio_config_init(&opts->afio);
 }
 
@@ -297,7 +298,7 @@ static int open_descriptors(struct server *srv, const struct server_opts *opts)
 	srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (srv->epoll_fd < 0)
 		return report("epoll_create1", -errno);
-	ret = watch(srv->epoll_fd, srv->listen_fd);
+	ret = srv->accept_multishot ? 0 : watch(srv->epoll_fd, srv->listen_fd);
 	if (!ret)
 		ret = watch(srv->epoll_fd, srv->signal_fd);
 	if (!ret && !srv->wait_inside)
@@ -310,10 +311,12 @@ static int open_descriptors(struct server *srv, const struct server_opts *opts)
 	return 0;
 }
 
-/* Waiting inside, the epoll set's request takes one more. */
+/* Waiting inside, the epoll set's request takes one more, and so does a
+   multishot accept. */
 static unsigned cfg_entries(const struct server_opts *opts)
 {
-	return (opts->entries ? opts->entries : opts->max_conn) + opts->wait_inside;
+	return (opts->entries ? opts->entries : opts->max_conn) + opts->wait_inside +
+	       opts->accept_multishot;
 }
 
 /* One request per connection unless told otherwise; the pool sized for the mode in force
@@ -389,6 +392,9 @@ int server_open_context(struct server *srv, const struct server_opts *opts)
 	srv->out_of_fds = (struct server_ratelimit){ 0 };
 	srv->on_tick = NULL;
 	srv->wait_inside = opts->wait_inside;
+	srv->accept_multishot = opts->accept_multishot;
+	srv->accept_shot = 0;
+	srv->closing = false;
 	srv->epoll_ready = false;
 	srv->epoll_err = 0;
 	srv->nofile = server_raise_nofile();
@@ -405,11 +411,19 @@ int server_open_context(struct server *srv, const struct server_opts *opts)
 	return 0;
 }
 
+static void arm_accept_shot(struct server *srv);
+
 int server_listen(struct server *srv, const struct server_opts *opts)
 {
 	int ret = open_descriptors(srv, opts);
 
 	srv->fds_at_start = count_open_fds();
+	if (!ret && srv->accept_multishot) {
+		arm_accept_shot(srv);
+		/* The loop's first wait comes before its first submit. */
+		ret = afio_submit(srv->ctx);
+		ret = ret < 0 ? report("afio_submit", ret) : 0;
+	}
 	return ret;
 }
 
@@ -430,10 +444,18 @@ void server_set_tick(struct server *srv, unsigned interval_ms,
 
 /* ---- accepting ---- */
 
+/* The multishot accept is canceled; its last completion, which comes
+   later, does not arm it again while the listener rests. */
 static void listen_pause(struct server *srv)
 {
 	struct epoll_event ev = { .events = 0, .data.fd = srv->listen_fd };
 
+	if (srv->accept_multishot) {
+		srv->listen_resume_ms = server_now_ms() + LISTEN_PAUSE_MS;
+		if (srv->accept_shot)
+			(void)afio_cancel_handle(srv->ctx, srv->accept_shot);
+		return;
+	}
 	if (!epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev))
 		srv->listen_resume_ms = server_now_ms() + LISTEN_PAUSE_MS;
 }
@@ -442,6 +464,11 @@ static void listen_resume(struct server *srv)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = srv->listen_fd };
 
+	if (srv->accept_multishot) {
+		srv->listen_resume_ms = 0;
+		arm_accept_shot(srv);
+		return;
+	}
 	if (!epoll_ctl(srv->epoll_fd, EPOLL_CTL_MOD, srv->listen_fd, &ev))
 		srv->listen_resume_ms = 0;
 }
@@ -514,6 +541,47 @@ static void accept_all(struct server *srv)
 		listen_pause(srv);
 		return;
 	}
+}
+
+/*
+ * --accept multishot: one request accepts connection after connection,
+ * with the same answers to running out of descriptors and to the errors
+ * of one connection as accept_all().  Once it ends (canceled by a pause,
+ * or an error the library does not go on after), it is armed again
+ * unless the listener rests; listen_resume() arms it then.
+ */
+static void on_accept_shot(void *data, ssize_t res, unsigned flags)
+{
+	struct server *srv = data;
+	int err = res < 0 ? (int)-res : 0;
+
+	if (!(flags & AFIO_CQE_MORE))
+		srv->accept_shot = 0;
+	if (res >= 0)
+		srv->on_accept(srv, (int)res);
+	else if (err == EMFILE || err == ENFILE)
+		(void)turn_away(srv, err);
+	else if (err != ECANCELED && err != EAGAIN && !next_may_do(err)) {
+		server_warn_limited(&srv->out_of_fds, "accept: %s", strerror(err));
+		listen_pause(srv);
+	}
+	if (!srv->accept_shot)
+		arm_accept_shot(srv);
+}
+
+static void arm_accept_shot(struct server *srv)
+{
+	int ret;
+
+	if (srv->accept_shot || srv->listen_resume_ms || srv->closing)
+		return;
+	ret = afio_accept_multishot(srv->ctx, srv->listen_fd, SOCK_CLOEXEC, on_accept_shot, srv);
+	if (ret) {
+		server_warn_limited(&srv->out_of_fds, "afio_accept_multishot: %s", strerror(-ret));
+		srv->listen_resume_ms = server_now_ms() + LISTEN_PAUSE_MS;
+		return;
+	}
+	srv->accept_shot = afio_last_handle(srv->ctx);
 }
 
 /* ---- the loop ---- */
@@ -681,6 +749,7 @@ int server_run(struct server *srv)
 
 void server_stop(struct server *srv)
 {
+	srv->closing = true;
 	afio_destroy(srv->ctx);
 	srv->ctx = NULL;
 	if (srv->epoll_fd >= 0)

@@ -62,6 +62,7 @@ struct server_opts {
 	unsigned max_conn;		/* each has one request in flight at most */
 	unsigned entries;		/* request entries; 0: max_conn */
 	bool wait_inside;		/* the loop waits in afio_poll(), not epoll_wait() */
+	bool accept_multishot;		/* one afio_accept_multishot(), not the listener in epoll */
 	struct afio_config afio;
 };
 
@@ -118,6 +119,9 @@ struct server {
 	unsigned tick_ms;
 	uint64_t next_tick_ms;
 	bool wait_inside;		/* server_opts' */
+	bool accept_multishot;		/* server_opts' */
+	afio_handle accept_shot;	/* accept_multishot: the request, 0 when none runs */
+	bool closing;			/* server_stop() has begun: arm nothing */
 	bool epoll_ready;		/* wait_inside: the afio_poll_fd() of the
 					   epoll set said it has events */
 	int epoll_err;			/* or that it failed */

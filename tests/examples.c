@@ -60,11 +60,11 @@ static void stop_server(struct server *s)
 
 /* ---- afio-echo's two ways to receive ---- */
 
-#define MAX_ECHO_ARGS	10
+#define MAX_ECHO_ARGS	12
 
 /* The echo tests loop over three times the targets: each with --recv
-   own, then each with --recv pooled, then with --recv own and --eventfd
-   none (the loop waits inside afio_poll()). */
+   own, then each with --recv pooled and --accept multishot, then with
+   --recv own and --eventfd none (the loop waits inside afio_poll()). */
 #define ECHO_VARIANTS	3
 
 static const struct target *echo_target(int i)
@@ -90,6 +90,10 @@ static const char *const *echo_args(int i, const char *const *extra, const char 
 
 	out[n++] = "--recv";
 	out[n++] = echo_recv(i);
+	if (!strcmp(echo_recv(i), "pooled")) {
+		out[n++] = "--accept";
+		out[n++] = "multishot";
+	}
 	if (echo_waits_inside(i)) {
 		out[n++] = "--eventfd";
 		out[n++] = "none";
