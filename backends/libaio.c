@@ -679,13 +679,6 @@ static void libaio_reap(struct afio_engine *e)
 		submit_pending(e);
 }
 
-static int wait_on_eventfd(struct laio *a, int timeout_ms)
-{
-	struct pollfd pfd = { .fd = a->evfd, .events = POLLIN };
-
-	return poll(&pfd, 1, timeout_ms) < 0 ? -errno : 0;
-}
-
 /* Sleeps until an event comes, and completes what it took. */
 static int libaio_wait(struct afio_engine *e, int timeout_ms)
 {
@@ -694,9 +687,10 @@ static int libaio_wait(struct afio_engine *e, int timeout_ms)
 	int n;
 
 	/* Nothing in the kernel to wake us: what the core waits for (a
-	   poll waiting for room, a timeout) is the eventfd's. */
+	   poll waiting for room, a timeout) is the eventfd's, which it
+	   clears before it sleeps (events taken here leave it readable). */
 	if (!a->in_kernel)
-		return wait_on_eventfd(a, timeout_ms);
+		return 1;
 	if (timeout_ms >= 0) {
 		ts.tv_sec = timeout_ms / 1000;
 		ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000;

@@ -96,7 +96,9 @@ struct afio_backend_ops {
 	bool (*ready)(const struct afio_engine *e);
 
 	/* Optional: block up to timeout_ms (-1: no limit) until reap would find
-	   something.  Without it the core waits on the context's eventfd. */
+	   something; 1 when the engine has nothing of its own that could
+	   come, and the core waits on the context's eventfd, as it does
+	   without this op. */
 	int (*wait)(struct afio_engine *e, int timeout_ms);
 
 	/* Ask for r (owned by e) to stop.  It still completes exactly once:

@@ -532,12 +532,16 @@ static int wait_some(struct afio_ctx *ctx, int timeout_ms)
 {
 	struct pollfd pfd = { .fd = ctx->evfd, .events = POLLIN };
 	struct afio_engine *e = &ctx->primary;
+	int ret;
 
 	if (e->held)
 		return 0;
 	/* The engine's own wait cannot see the pool, so use it only alone. */
-	if (e->ops->wait && !ctx->pool.handed)
-		return e->ops->wait(e, timeout_ms);
+	if (e->ops->wait && !ctx->pool.handed) {
+		ret = e->ops->wait(e, timeout_ms);
+		if (ret != 1)
+			return ret;
+	}
 	if (!ctx->evfd_exported || lazy_eventfd(ctx) || ctx->evfd_up) {
 		clear_and_reap(ctx);
 		/* What the reap queued again must go before the sleep. */
