@@ -490,8 +490,9 @@ END_TEST
 
 /* ---- afio_fd_hint() ---- */
 
-#ifdef __x86_64__
 #define HINT_PAGES 8
+
+#ifdef __x86_64__
 #define TRAP_PASS 1	/* fcntl's unused third argument: let this one through */
 
 static pid_t trap_tid;
@@ -628,7 +629,6 @@ START_TEST(test_fd_hint)
 #ifdef __x86_64__
 	struct hint_run h = { .ctx = ctx, .bytes = bytes, .fd = fd, .dfd = -1 };
 	pthread_t t;
-
 	size_t mem;
 
 	if (dfd >= 0) {
