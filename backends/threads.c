@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -97,6 +98,9 @@ struct pool {
 	struct afio_reqq work;
 	struct afio_reqq finished;
 	atomic_bool signaled;
+	atomic_bool evfd_watched;
+	atomic_bool owner_asleep;
+	atomic_uint owner_wake;	/* futex: bumped to wake an owner asleep in threads_wait() */
 	atomic_bool no_nowait_writes;	/* RWF_NOWAIT writes refused here */
 	bool stop;
 	atomic_bool poller_stop;
@@ -183,10 +187,27 @@ static ssize_t file_try_nowait(struct pool *p, const struct afio_req *r, size_t 
 
 /* ---- handing results back ---- */
 
+/*
+ * Until something watches the eventfd (the application, or the core
+ * sleeping beside another engine: threads_watch_eventfd()) the owner
+ * sleeps in threads_wait() on a futex, one system call where the eventfd
+ * costs a poll() and a read(), and a worker wakes it only if it sleeps.
+ * The owner says it sleeps, then looks at the finished list under the
+ * lock; a worker adds to the list under the lock, then looks whether the
+ * owner sleeps: one of the two sees the other.
+ */
 static void signal_owner(struct pool *p)
 {
 	uint64_t one = 1;
 
+	if (!atomic_load(&p->evfd_watched)) {
+		if (atomic_load_explicit(&p->owner_asleep, memory_order_relaxed) &&
+		    atomic_exchange(&p->owner_asleep, false)) {
+			atomic_fetch_add(&p->owner_wake, 1);
+			(void)syscall(SYS_futex, &p->owner_wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+		}
+		return;
+	}
 	if (!atomic_load_explicit(&p->signaled, memory_order_relaxed) &&
 	    !atomic_exchange(&p->signaled, true))
 		(void)!write(p->evfd, &one, sizeof(one));
@@ -889,6 +910,40 @@ static bool threads_ready(const struct afio_engine *e)
 	return ready;
 }
 
+static int threads_watch_eventfd(struct afio_engine *e)
+{
+	struct pool *p = e->priv;
+
+	atomic_store(&p->evfd_watched, true);
+	return 0;
+}
+
+static int threads_wait(struct afio_engine *e, int timeout_ms)
+{
+	struct pool *p = e->priv;
+	struct timespec ts, *tsp = NULL;
+	unsigned seq;
+	bool ready;
+
+	if (atomic_load(&p->evfd_watched))
+		return 1;
+	seq = atomic_load(&p->owner_wake);
+	atomic_store(&p->owner_asleep, true);
+	pthread_mutex_lock(&p->lock);
+	ready = p->finished.head;
+	pthread_mutex_unlock(&p->lock);
+	if (!ready) {
+		if (timeout_ms >= 0) {
+			ts.tv_sec = timeout_ms / 1000;
+			ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000;
+			tsp = &ts;
+		}
+		(void)syscall(SYS_futex, &p->owner_wake, FUTEX_WAIT_PRIVATE, seq, tsp, NULL, 0);
+	}
+	atomic_store(&p->owner_asleep, false);
+	return 0;
+}
+
 /* The next finished request writes the eventfd again. */
 static void threads_expect_wakeup(struct afio_engine *e)
 {
@@ -1112,7 +1167,9 @@ const struct afio_backend_ops afio_backend_threads = {
 	.submit = threads_submit,
 	.reap = threads_reap,
 	.ready = threads_ready,
+	.watch_eventfd = threads_watch_eventfd,
 	.expect_wakeup = threads_expect_wakeup,
+	.wait = threads_wait,
 	.cancel = threads_cancel,
 	.describe = threads_describe,
 };

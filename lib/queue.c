@@ -252,6 +252,8 @@ static int start_pool(struct afio_ctx *ctx)
 	ret = afio_backend_threads.init(&ctx->pool, &ctx->cfg, reason, sizeof(reason));
 	if (ret)
 		ctx->pool.ops = NULL;
+	else
+		(void)watch_eventfd(&ctx->pool);	/* the pool's cannot fail */
 	return ret;
 }
 

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "asyncfio.h"
@@ -1009,6 +1011,85 @@ START_TEST(test_eventfd)
 }
 END_TEST
 
+static long thread_cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct late_byte {
+	int fd;
+	useconds_t after;
+};
+
+static void *send_late_byte(void *arg)
+{
+	struct late_byte *b = arg;
+
+	usleep(b->after);
+	(void)!write(b->fd, "x", 1);
+	return NULL;
+}
+
+/*
+ * A program that never asks for the eventfd waits inside afio_poll(),
+ * where each engine sleeps its own way (io_uring and libaio in the
+ * kernel, the pool on a futex its threads wake): it sleeps rather than
+ * spins while nothing comes, and what another thread makes happen, a
+ * byte on a socket or a worker's read, wakes it.
+ */
+START_TEST(test_wait_inside_poll)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct pollfd pfd = { .events = POLLIN };
+	struct late_byte late;
+	struct tu_done r[3] = { { 0 } };
+	char in[2][16], out[4096], back[4096];
+	pthread_t thread;
+	long cpu;
+	int sv[2], fd;
+
+	tu_socketpair(sv);
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in[0], sizeof(in[0]), 0, tu_on_done, &r[0]), 0);
+	cpu = thread_cpu_ms();
+	ck_assert_int_eq(afio_poll(ctx, 1, 300), 0);
+	ck_assert_msg(thread_cpu_ms() - cpu < 150, "afio_poll() spun for %ld ms of a 300 ms wait",
+		      thread_cpu_ms() - cpu);
+	ck_assert_int_eq(r[0].calls, 0);
+
+	late = (struct late_byte){ .fd = sv[0], .after = 20000 };
+	ck_assert_int_eq(pthread_create(&thread, NULL, send_late_byte, &late), 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 60000), 1);
+	pthread_join(thread, NULL);
+	ck_assert_int_eq(r[0].res, 1);
+
+	fd = tu_tmpfile(0);
+	memset(out, 'w', sizeof(out));
+	ck_assert_int_eq(pwrite(fd, out, sizeof(out), 0), (ssize_t)sizeof(out));
+	ck_assert_int_eq(afio_read(ctx, fd, back, sizeof(back), 0, tu_on_done, &r[1]), 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, 60000), 1);
+	ck_assert_int_eq(r[1].res, (ssize_t)sizeof(back));
+	ck_assert(!memcmp(out, back, sizeof(out)));
+
+	/* Asked for afterwards, the eventfd wakes a poll(2) of it. */
+	ck_assert_int_eq(afio_recv(ctx, sv[1], in[1], sizeof(in[1]), 0, tu_on_done, &r[2]), 0);
+	ck_assert_int_eq(afio_submit(ctx), 1);
+	pfd.fd = afio_eventfd(ctx);
+	ck_assert_int_ge(pfd.fd, 0);
+	ck_assert_int_eq(pthread_create(&thread, NULL, send_late_byte, &late), 0);
+	ck_assert_int_eq(poll(&pfd, 1, 60000), 1);
+	pthread_join(thread, NULL);
+	ck_assert_int_eq(afio_poll(ctx, 0, 0), 1);
+	ck_assert_int_eq(r[2].res, 1);
+	afio_destroy(ctx);
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 /*
  * Asked for late: a context that was run only by afio_poll() waits may
  * hold completions nobody was told of and requests in the kernel.  From
@@ -1918,6 +1999,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(queue, test_eventfd);
 	tcase_add_test(queue, test_lazy_eventfd);
 	tcase_add_test(queue, test_eventfd_taken_late);
+	tcase_add_test(queue, test_wait_inside_poll);
 	tcase_add_test(queue, test_eventfd_edge_triggered_chains);
 	tcase_add_test(queue, test_many_reads);
 	tcase_add_test(queue, test_resubmit_from_callback);
