@@ -59,6 +59,7 @@ struct opts {
 	bool sqpoll;
 	bool lazy_eventfd;
 	bool caller_writes;
+	bool level_eventfd;
 	bool fd_hint;
 	bool submit_each;
 	const char *raw;	/* engine, or NULL for the library */
@@ -142,6 +143,9 @@ static void usage(FILE *f)
 "                     that finds nothing\n"
 "  --caller-writes    AFIO_CALLER_WRITES: INLINE makes buffered writes in the\n"
 "                     caller, as pwrite(2) and libaio's io_submit() do\n"
+"  --level-eventfd    AFIO_LEVEL_EVENTFD: the loop's poll(2) of the eventfd is\n"
+"                     level-triggered, so a round that leaves work needs no\n"
+"                     new write to it\n"
 "  --fd-hint          afio_fd_hint() on the file: AFIO_FD_DIRECT or\n"
 "                     AFIO_FD_BUFFERED, so no submit asks the kernel which\n"
 "  --submit-each      afio_submit() after every request, as fio submits by\n"
@@ -182,7 +186,7 @@ static void bad(const char *what, const char *val)
 enum {
 	OPT_BACKEND = 256, OPT_MODE, OPT_RW, OPT_BS, OPT_QD, OPT_DIRECT, OPT_BUFFERED,
 	OPT_SIZE, OPT_RUNTIME, OPT_FILE, OPT_DIR, OPT_THREADS, OPT_JSON, OPT_CPU_CHECK,
-	OPT_SQPOLL, OPT_LAZY_EVENTFD, OPT_CALLER_WRITES, OPT_FD_HINT, OPT_SUBMIT_EACH, OPT_RAW, OPT_OP, OPT_TREE, OPT_FILES, OPT_WAIT, OPT_PROBE, OPT_HELP,
+	OPT_SQPOLL, OPT_LAZY_EVENTFD, OPT_CALLER_WRITES, OPT_LEVEL_EVENTFD, OPT_FD_HINT, OPT_SUBMIT_EACH, OPT_RAW, OPT_OP, OPT_TREE, OPT_FILES, OPT_WAIT, OPT_PROBE, OPT_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -203,6 +207,7 @@ static const struct option long_opts[] = {
 	{ "sqpoll", no_argument, NULL, OPT_SQPOLL },
 	{ "lazy-eventfd", no_argument, NULL, OPT_LAZY_EVENTFD },
 	{ "caller-writes", no_argument, NULL, OPT_CALLER_WRITES },
+	{ "level-eventfd", no_argument, NULL, OPT_LEVEL_EVENTFD },
 	{ "fd-hint", no_argument, NULL, OPT_FD_HINT },
 	{ "submit-each", no_argument, NULL, OPT_SUBMIT_EACH },
 	{ "raw", required_argument, NULL, OPT_RAW },
@@ -325,6 +330,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_CALLER_WRITES:
 			o->caller_writes = true;
+			break;
+		case OPT_LEVEL_EVENTFD:
+			o->level_eventfd = true;
 			break;
 		case OPT_FD_HINT:
 			o->fd_hint = true;
@@ -942,7 +950,8 @@ static afio_ctx *make_ctx(const struct opts *o)
 	cfg.threads = o->threads;
 	cfg.flags = AFIO_NO_FALLBACK | (o->sqpoll ? AFIO_SQPOLL : 0) |
 		    (o->lazy_eventfd ? AFIO_LAZY_EVENTFD : 0) |
-		    (o->caller_writes ? AFIO_CALLER_WRITES : 0);
+		    (o->caller_writes ? AFIO_CALLER_WRITES : 0) |
+		    (o->level_eventfd ? AFIO_LEVEL_EVENTFD : 0);
 	ret = afio_create(&ctx, &cfg);
 	if (ret) {
 		char reason[256];

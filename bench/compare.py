@@ -180,9 +180,12 @@ class Runner:
         a = self.a
         if job[0] == "afio":
             # A program that opens its files knows how: it says so once
-            # (afio_fd_hint()) rather than have each submit ask the kernel.
+            # (afio_fd_hint()) rather than have each submit ask the kernel;
+            # and afio-bench's loop watches the eventfd with poll(2),
+            # level-triggered (AFIO_LEVEL_EVENTFD).
             cmd = [a.afio_bench, "--backend", job[1], "--mode", job[2],
-                   "--threads", str(a.threads), "--fd-hint"] + self.bench_args(w)
+                   "--threads", str(a.threads), "--fd-hint", "--level-eventfd"] + \
+                self.bench_args(w)
             if job[3] == "each":
                 cmd.append("--submit-each")
             return self.run_json(cmd)
@@ -733,7 +736,7 @@ def print_tables(a, workloads, backends, jobs, checks, res):
         "fio": "Ours / fio, like for like (batch against fio --iodepth_batch_submit=%d "
                "--iodepth_batch_complete_min=1, ',each' against fio's default; "
                "fio --iomem=mmap)" % a.qd,
-        "raw": "Ours (with afio_fd_hint()) / the raw engine, no library (afio-bench --raw; "
+        "raw": "Ours (--fd-hint --level-eventfd) / the raw engine, no library (afio-bench --raw; "
                "goal IOPS >= 0.97, CPU/IO <= 1.03)",
         "pool": "The thread pool and its peers, %d threads each (goal IOPS >= 1.2, "
                 "CPU/IO <= 1.0)" % a.threads,

@@ -19,7 +19,7 @@ bench/README.md, "What the library costs" (IOPS >= 0.97x at CPU per I/O
   bench/raw-cost.py [--build DIR] [--file F] [--pairs 5] [--runtime 1]
                     [--backends io_uring,libaio,threads] [--modes inline,async,hybrid]
                     [--workloads randread:4k:buf,...] [--lazy-eventfd]
-                    [--caller-writes] [--fd-hint]
+                    [--caller-writes] [--fd-hint] [--level-eventfd]
                     [--wait poll|eventfd] [--csv OUT.csv]
 
 Takes /tmp/afio-bench.lock, one benchmark at a time.  Cached reads read
@@ -61,6 +61,8 @@ def main():
                     help="the library runs with AFIO_LAZY_EVENTFD")
     ap.add_argument("--caller-writes", action="store_true",
                     help="the library runs with AFIO_CALLER_WRITES")
+    ap.add_argument("--level-eventfd", action="store_true",
+                    help="the library runs with AFIO_LEVEL_EVENTFD (with --wait eventfd)")
     ap.add_argument("--fd-hint", action="store_true",
                     help="the library is told how the file is opened (afio_fd_hint)")
     ap.add_argument("--wait", choices=["poll", "eventfd"], default="poll",
@@ -84,7 +86,8 @@ def main():
                        "--threads", a.threads] + common + \
                       (["--lazy-eventfd"] if a.lazy_eventfd else []) + \
                       (["--caller-writes"] if a.caller_writes else []) + \
-                      (["--fd-hint"] if a.fd_hint else [])
+                      (["--fd-hint"] if a.fd_hint else []) + \
+                      (["--level-eventfd"] if a.level_eventfd else [])
                 to_workers = mode != "inline" and (be == "threads" or
                                                    (be == "libaio" and io == "buf"))
                 raw = ["--raw", "pool" if to_workers else RAW[be]] + common

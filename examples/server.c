@@ -330,6 +330,8 @@ static int create_context(struct server *srv, const struct server_opts *opts)
 
 	cfg.entries = cfg_entries(opts);
 	cfg.threads = 0;
+	/* Its epoll watch of the eventfd is level-triggered (watch()). */
+	cfg.flags |= AFIO_LEVEL_EVENTFD;
 	ret = afio_create(&srv->ctx, &cfg);
 	if (ret)
 		srv->ctx = NULL;

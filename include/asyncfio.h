@@ -64,6 +64,8 @@ enum afio_mode {
 					     SIGPIPE is ignored, so sendfile is one sendfile(2) */
 #define AFIO_CALLER_WRITES	(1u << 5) /* INLINE: buffered file writes are made in the caller,
 					     which may wait in them as in pwrite(2) */
+#define AFIO_LEVEL_EVENTFD	(1u << 6) /* afio_eventfd() is watched level-triggered: kept
+					     readable while work waits, not written again */
 
 /* afio_fsync() flags */
 #define AFIO_FSYNC_DATASYNC	(1u << 0) /* fdatasync(2) instead of fsync(2) */

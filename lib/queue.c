@@ -57,6 +57,17 @@ static void signal_eventfd(struct afio_ctx *ctx)
 	(void)!write(ctx->evfd, &one, sizeof(one));
 }
 
+/*
+ * An edge-triggered watcher needs a write for each new thing to collect;
+ * a level-triggered one (AFIO_LEVEL_EVENTFD) only an eventfd that stays
+ * readable, which it is while evfd_up holds: only the core reads it, and
+ * it clears evfd_up as it does.
+ */
+static bool level_and_up(const struct afio_ctx *ctx)
+{
+	return (ctx->cfg.flags & AFIO_LEVEL_EVENTFD) && ctx->evfd_up;
+}
+
 void afio_ctx_clear_eventfd(struct afio_ctx *ctx)
 {
 	uint64_t v;
@@ -133,7 +144,8 @@ static inline __attribute__((always_inline)) void finish(struct afio_req *r, ssi
 	/* Inside afio_poll() the callback runs in a later round of it, or
 	   afio_poll() signals before it returns; elsewhere (INLINE completion
 	   at submit, cancel) the eventfd must say so now. */
-	if (!r->ctx->in_poll && r->ctx->evfd_exported && r->ctx->done.count == 1)
+	if (!r->ctx->in_poll && r->ctx->evfd_exported && r->ctx->done.count == 1 &&
+	    !level_and_up(r->ctx))
 		signal_eventfd(r->ctx);
 }
 
@@ -393,6 +405,10 @@ static bool work_waits(const struct afio_ctx *ctx)
  */
 static void settle_eventfd(struct afio_ctx *ctx, unsigned ran)
 {
+	/* Readable since before this poll (the branches below may clear
+	   it, or mark it up for a write still to come). */
+	bool was_up = level_and_up(ctx);
+
 	if (lazy_eventfd(ctx)) {
 		if (!ran)
 			clear_and_reap(ctx);
@@ -405,7 +421,8 @@ static void settle_eventfd(struct afio_ctx *ctx, unsigned ran)
 	   nothing after all) goes now: nothing may wake a poll for it. */
 	if (ctx->requeued)
 		(void)flush(ctx);
-	if (ctx->done.head || ctx->rearm.head || ctx->primary.held)
+	if ((ctx->done.head || ctx->rearm.head || ctx->primary.held) &&
+	    !(was_up && ctx->evfd_up))
 		signal_eventfd(ctx);
 }
 
