@@ -37,6 +37,11 @@ struct afio_engine {
 	/* Where each op runs in the context's mode, set before init (which
 	   may say what the kernel lacks: afio_engine_lacks_op()). */
 	struct afio_route route[AFIO_OP_COUNT];
+	/* Set during the submit of an afio_poll() that will then wait with
+	   no time limit, unless a completion comes first: the engine may keep
+	   a request back for its wait op to run in the caller, and start it
+	   in start_kept if the call ends without that wait. */
+	bool caller_waits;
 };
 
 struct afio_backend_ops {
@@ -100,6 +105,10 @@ struct afio_backend_ops {
 	   come, and the core waits on the context's eventfd, as it does
 	   without this op. */
 	int (*wait)(struct afio_engine *e, int timeout_ms);
+
+	/* Optional, with caller_waits: the afio_poll() ends; what submit
+	   kept back for wait starts now. */
+	void (*start_kept)(struct afio_engine *e);
 
 	/* Ask for r (owned by e) to stop.  It still completes exactly once:
 	   later through reap, or at once by afio_req_done() where nothing of

@@ -602,7 +602,9 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 		deadline = now_ms() + timeout_ms;
 	rearms_due = ctx->rearm.count;
 	for (;;) {
+		ctx->primary.caller_waits = timeout_ms < 0 && ran < min_complete;
 		ret = flush(ctx);
+		ctx->primary.caller_waits = false;
 		if (ret < 0)
 			break;
 		/* What the engine could not take now (a full ring): a
@@ -632,6 +634,8 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 		if (ret < 0 && ret != -EINTR && ret != -ETIME && ret != -ETIMEDOUT)
 			break;
 	}
+	if (ctx->primary.ops->start_kept)
+		ctx->primary.ops->start_kept(&ctx->primary);
 	/* What the callbacks queued goes now, not at some later call. */
 	take_rearms(ctx, rearms_due);
 	if (ret >= 0)

@@ -1090,6 +1090,155 @@ START_TEST(test_wait_inside_poll)
 }
 END_TEST
 
+/* Bytes this thread has read by read(2) and its kin (rchar). */
+static long long thread_rchar(void)
+{
+	char buf[512], *at;
+	long long n = -1;
+	FILE *f = fopen("/proc/thread-self/io", "r");
+
+	ck_assert_ptr_nonnull(f);
+	buf[fread(buf, 1, sizeof(buf) - 1, f)] = 0;
+	fclose(f);
+	at = strstr(buf, "rchar:");
+	ck_assert_ptr_nonnull(at);
+	ck_assert_int_eq(sscanf(at, "rchar: %lld", &n), 1);
+	return n;
+}
+
+/* A file of len bytes of 'f', not in the page cache (as far as the kernel
+   lets it go), so that no read of it finishes without waiting. */
+static int uncached_file(size_t len)
+{
+	char *out = malloc(len);
+	int fd = tu_tmpfile(0);
+
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_ge(fd, 0);
+	memset(out, 'f', len);
+	ck_assert_int_eq(pwrite(fd, out, len, 0), (ssize_t)len);
+	ck_assert_int_eq(fsync(fd), 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	free(out);
+	return fd;
+}
+
+struct eventfd_asker {
+	struct tu_done done;
+	afio_ctx *ctx;
+	int efd;
+};
+
+static void eventfd_from_callback(void *data, ssize_t res)
+{
+	struct eventfd_asker *a = data;
+
+	tu_on_done(&a->done, res);
+	a->efd = afio_eventfd(a->ctx);
+}
+
+/*
+ * afio_poll() that submits and then waits without a time limit, on a
+ * context whose eventfd nobody watches: the pool may keep a queued file
+ * request for the caller to run in that wait (backends/threads.c,
+ * settle_kept()).  Whatever ends the call first, the request is never
+ * left without someone to run it: a completion that satisfies the call
+ * at once, an eventfd asked for in a callback; and a request that may
+ * wait for ever is not run by the caller, whose timer must still end the
+ * wait.
+ */
+#define LOG_LINE "<7>asyncfio test: a line that ends a read of /dev/kmsg\n"
+
+START_TEST(test_poll_that_waits_runs_or_starts_queued)
+{
+	enum { LEN = 65536 };
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done r[4] = { { 0 } };
+	struct eventfd_asker asker = { .efd = -1 };
+	char *back = malloc(LEN);
+	long long rchar;
+	int64_t end;
+	int fd, kfd, tries;
+
+	ck_assert_ptr_nonnull(back);
+	/* Alone: on the pool, the caller's thread reads it. */
+	fd = uncached_file(LEN);
+	rchar = thread_rchar();
+	ck_assert_int_eq(afio_read(ctx, fd, back, LEN, 0, tu_on_done, &r[0]), 0);
+	ck_assert_int_eq(afio_poll(ctx, 1, -1), 1);
+	ck_assert_int_eq(r[0].res, LEN);
+	ck_assert(back[0] == 'f' && back[LEN - 1] == 'f');
+	if (afio_backend(ctx) == AFIO_BACKEND_THREADS)
+		ck_assert_msg(thread_rchar() - rchar >= LEN,
+			      "the caller read %lld bytes while it waited for a %d-byte read",
+			      thread_rchar() - rchar, LEN);
+
+	/* A timer that has expired satisfies the call before it waits: the
+	   read must go on without it. */
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	ck_assert_int_eq(afio_timeout(ctx, 1000000, tu_on_done, &r[1]), 0);
+	ck_assert_int_eq(afio_submit(ctx), 1);
+	usleep(50000);
+	ck_assert_int_eq(afio_read(ctx, fd, back, LEN, 0, tu_on_done, &r[2]), 0);
+	ck_assert_int_ge(afio_poll(ctx, 1, -1), 1);
+	ck_assert_int_eq(r[1].calls, 1);
+	end = tu_now_ms() + 10000;
+	while (!r[2].calls && tu_now_ms() < end) {
+		usleep(1000);
+		ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
+	}
+	ck_assert_msg(r[2].calls == 1, "a read queued after a timer expired never ran");
+	ck_assert_int_eq(r[2].res, LEN);
+
+	/* A read that may wait for ever (/dev/kmsg at its end: a character
+	   device that takes offsets) is not the caller's to run: the timer
+	   beside it ends the wait.  A line another process logs first ends
+	   the read early, and the pair is tried again.  Lines written to the
+	   log end the read: the first fills part of its 100 bytes, and the
+	   worker's read for the rest fails (EINVAL) on a line too long for
+	   what is left, so the read gives the first. */
+	kfd = open("/dev/kmsg", O_RDWR | O_CLOEXEC);
+	for (tries = 0; kfd >= 0 && tries < 20; tries++) {
+		memset(r, 0, sizeof(r));
+		ck_assert_int_ge(lseek(kfd, 0, SEEK_END), 0);
+		ck_assert_int_eq(afio_read(ctx, kfd, back, 100, 0, tu_on_done, &r[0]), 0);
+		ck_assert_int_eq(afio_timeout(ctx, 20 * 1000000ull, tu_on_done, &r[1]), 0);
+		ck_assert_int_ge(afio_poll(ctx, 1, -1), 1);
+		if (!r[0].calls)
+			break;
+		tu_wait_once(ctx, &r[1], "the timer beside the log's read");
+	}
+	if (kfd >= 0) {
+		ck_assert_msg(r[1].calls == 1 && !r[0].calls,
+			      "the log's read finished before the timer %d times", tries);
+		for (tries = 0; !r[0].calls && tries < 100; tries++) {
+			ck_assert_int_gt(write(kfd, LOG_LINE, sizeof(LOG_LINE) - 1), 0);
+			ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+		}
+		ck_assert_msg(r[0].calls == 1, "the log's read did not end");
+		ck_assert_int_gt(r[0].res, 0);
+	} else {
+		fprintf(stderr, "%s: /dev/kmsg: %s, its part skipped\n", __func__, strerror(errno));
+	}
+
+	/* The eventfd asked for by a callback of the call that kept the
+	   read: the call must still see the read finish. */
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	memset(r, 0, sizeof(r));
+	asker.ctx = ctx;
+	ck_assert_int_eq(afio_nop(ctx, eventfd_from_callback, &asker), 0);
+	ck_assert_int_eq(afio_read(ctx, fd, back, LEN, 0, tu_on_done, &r[3]), 0);
+	ck_assert_int_eq(afio_poll(ctx, 2, -1), 2);
+	ck_assert_int_ge(asker.efd, 0);
+	ck_assert_int_eq(r[3].res, LEN);
+	afio_destroy(ctx);
+	if (kfd >= 0)
+		close(kfd);
+	close(fd);
+	free(back);
+}
+END_TEST
+
 /*
  * Asked for late: a context that was run only by afio_poll() waits may
  * hold completions nobody was told of and requests in the kernel.  From
@@ -2078,6 +2227,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(queue, test_lazy_eventfd);
 	tcase_add_test(queue, test_eventfd_taken_late);
 	tcase_add_test(queue, test_wait_inside_poll);
+	tcase_add_test(queue, test_poll_that_waits_runs_or_starts_queued);
 	tcase_add_test(queue, test_eventfd_edge_triggered_chains);
 	tcase_add_test(queue, test_eventfd_level_triggered_chains);
 	tcase_add_test(queue, test_many_reads);

@@ -4,7 +4,10 @@
  *   fio --ioengine=external:/path/fio-asyncfio.so --afio_backend=libaio ...
  *
  * queue  -> afio_read/afio_write/afio_fsync/afio_sync_range/afio_fallocate
- * commit -> afio_submit
+ * commit -> afio_submit, or nothing when fio's queue is full: fio then
+ *           waits for completions, and afio_poll() submits and waits in
+ *           one call (the pool runs one request in fio's thread then,
+ *           where a hand-off to a worker and back would cost two wake-ups)
  * getevents -> afio_poll, whose callbacks put finished io_us on a list
  * event  -> the io_u at that place of the list
  *
@@ -329,7 +332,7 @@ static int afio_fio_commit(struct thread_data *td)
 	struct afio_fio_data *ad = td->io_ops_data;
 	int ret;
 
-	if (!ad->nr_pending)
+	if (!ad->nr_pending || queue_full(td))
 		return 0;
 	ret = afio_submit(ad->ctx);
 	if (ret < 0)
@@ -352,13 +355,17 @@ static int afio_fio_getevents(struct thread_data *td, unsigned int min, unsigned
 {
 	struct afio_fio_data *ad = td->io_ops_data;
 	int timeout = afio_fio_timeout_ms(t);
-	unsigned int ready;
+	unsigned int ready, left;
 	int ret;
 
 	/* what fio took last time is gone; what it could not take comes first */
 	ad->nr_done -= ad->nr_returned;
 	memmove(ad->done, ad->done + ad->nr_returned, ad->nr_done * sizeof(*ad->done));
 	ad->nr_returned = 0;
+	/* what commit left goes with the afio_poll() below */
+	left = ad->nr_pending;
+	afio_fio_mark_issued(td, ad->pending, left);
+	ad->nr_pending = 0;
 
 	if (ad->nr_done < min || !ad->nr_done) {
 		do {
@@ -367,6 +374,10 @@ static int afio_fio_getevents(struct thread_data *td, unsigned int min, unsigned
 			if (ret < 0 && ret != -EINTR)
 				return ret;
 		} while (ad->nr_done < min && timeout < 0);
+	} else if (left) {
+		ret = afio_submit(ad->ctx);
+		if (ret < 0)
+			return ret;
 	}
 	ready = ad->nr_done < max ? ad->nr_done : max;
 	ad->nr_returned = ready;
