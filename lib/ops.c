@@ -383,6 +383,33 @@ int afio_sync_range(afio_ctx *ctx, int fd, uint64_t off, uint64_t len, unsigned 
 
 /* ---- sockets ---- */
 
+/*
+ * A multishot accept waits and is sent again after every result, and a
+ * pooled receive that the core reads for (lib/bufpool.c: every pool but
+ * an io_uring buffer ring's) is read after its engine saw readiness and
+ * let go of the socket: an engine's hold, taken at each wait and released
+ * at each result, would leave those steps on whatever the number names by
+ * then, another connection's socket after a close and a reuse.  So would
+ * a MSG_WAITALL receive or send that a pool worker starts on the number
+ * and, after some bytes, holds to wait for the rest: the hold would be
+ * taken on another socket, and one request move the bytes of two.  So such a
+ * request is bound from the call on, for its whole life: r->fd becomes
+ * the core's own dup, which every engine and the core use, and which goes
+ * with the last completion (run_ecb()).  With no fd left for it (EMFILE,
+ * ENFILE) the request stays on the program's number, unbound, as an
+ * engine's hold does (lib/sockops.c).  A receive from a buffer ring is
+ * bound by the kernel while it is in the ring, and costs no fd.
+ */
+static void bind_socket(struct afio_req *r)
+{
+	int fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
+
+	if (fd < 0)
+		return;
+	r->fd = fd;
+	r->shot |= AFIO_SHOT_BOUND;
+}
+
 static int queue_sock(afio_ctx *ctx, enum afio_op op, int fd, const void *buf, size_t len,
 		      int flags, afio_cb cb, void *data)
 {
@@ -405,6 +432,8 @@ static int queue_sock(afio_ctx *ctx, enum afio_op op, int fd, const void *buf, s
 	r->buf = (void *)buf;
 	r->len = len;
 	r->flags = flags;
+	if (flags & MSG_WAITALL)
+		bind_socket(r);
 	return enqueue(ctx, r);
 }
 
@@ -471,29 +500,6 @@ static struct afio_req *new_ecb_req(afio_ctx *ctx, enum afio_op op, int fd, afio
 	return r;
 }
 
-/*
- * A multishot accept waits and is sent again after every result, and a
- * pooled receive that the core reads for (lib/bufpool.c: every pool but
- * an io_uring buffer ring's) is read after its engine saw readiness and
- * let go of the socket: an engine's hold, taken at each wait and released
- * at each result, would leave those steps on whatever the number names by
- * then, another connection's socket after a close and a reuse.  So such a
- * request is bound from the call on, for its whole life: r->fd becomes
- * the core's own dup, which every engine and the core use, and which goes
- * with the last completion (run_ecb()).  With no fd left for it (EMFILE,
- * ENFILE) the request stays on the program's number, unbound, as an
- * engine's hold does (lib/sockops.c).  A receive from a buffer ring is
- * bound by the kernel while it is in the ring, and costs no fd.
- */
-static void bind_socket(struct afio_req *r)
-{
-	int fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0);
-
-	if (fd < 0)
-		return;
-	r->fd = fd;
-	r->shot |= AFIO_SHOT_BOUND;
-}
 
 int afio_accept_multishot(afio_ctx *ctx, int fd, int flags, afio_ecb cb, void *data)
 {

@@ -485,6 +485,16 @@ static void run_ecb(struct afio_ctx *ctx, struct afio_req *r)
 	ssize_t res = r->res;
 	unsigned flags = 0;
 
+	if (!(r->shot & AFIO_SHOT_ECB)) {
+		/* A plain callback, bound (MSG_WAITALL): it completes once. */
+		afio_cb plain = r->cb;
+
+		close(r->fd);
+		free_slot(ctx, r);
+		plain(data, res);
+		return;
+	}
+
 	if (r->shot & AFIO_SHOT_HAS_BUF) {
 		flags |= AFIO_CQE_BUFFER | r->buf_id << AFIO_CQE_BUF_SHIFT;
 		r->shot &= (uint8_t)~AFIO_SHOT_HAS_BUF;

@@ -506,6 +506,42 @@ START_TEST(test_destroy_after_cancels_on_reused_fds)
 }
 END_TEST
 
+/*
+ * A MSG_WAITALL receive may take several transfers; it works on the socket
+ * its call named from the call on, whatever the number names later.  The
+ * program closes its number right after the submit, when a pool worker
+ * is about to take the request: the receive still gets the peer's bytes,
+ * and its own descriptor goes with it.
+ */
+START_TEST(test_waitall_keeps_its_socket)
+{
+	afio_ctx *ctx = new_ctx(0);
+	struct tu_done d;
+	char in[4];
+	int sv[2], fds = 0;
+
+	for (int i = 0; i < 20; i++) {
+		/* From the second round: the first may start the pool. */
+		if (i == 1)
+			fds = tu_count_fds();
+		memset(&d, 0, sizeof(d));
+		tu_socketpair(sv);
+		ck_assert_int_eq(afio_recv(ctx, sv[0], in, sizeof(in), MSG_WAITALL, tu_on_done, &d), 0);
+		ck_assert_int_eq(afio_submit(ctx), 1);
+		close(sv[0]);
+		ck_assert_int_eq(send(sv[1], "ab", 2, MSG_NOSIGNAL), 2);
+		usleep(1000);
+		ck_assert_int_eq(send(sv[1], "cd", 2, MSG_NOSIGNAL), 2);
+		tu_wait_once(ctx, &d, "a MSG_WAITALL receive whose number was closed");
+		ck_assert_msg(d.res == 4 && !memcmp(in, "abcd", 4), "round %d: %s", i,
+			      tu_res_str(d.res));
+		close(sv[1]);
+	}
+	ck_assert_int_eq(tu_count_fds(), fds);
+	afio_destroy(ctx);
+}
+END_TEST
+
 /* ---- no descriptor left ---- */
 
 struct fd_fill {
@@ -1901,6 +1937,7 @@ static Suite *robust_suite(void)
 	tcase_add_test(reuse, test_cancel_recv_whose_fd_was_reused);
 	tcase_add_test(reuse, test_cancel_pipe_read_whose_fd_was_reused);
 	tcase_add_test(reuse, test_destroy_after_cancels_on_reused_fds);
+	tcase_add_test(reuse, test_waitall_keeps_its_socket);
 	suite_add_tcase(s, reuse);
 	tcase_add_test(nofd, test_no_fd_left_for_waiting_sockets);
 	suite_add_tcase(s, nofd);
