@@ -4,10 +4,11 @@
  *   fio --ioengine=external:/path/fio-asyncfio.so --afio_backend=libaio ...
  *
  * queue  -> afio_read/afio_write/afio_fsync/afio_sync_range/afio_fallocate
- * commit -> afio_submit, or nothing when fio's queue is full: fio then
- *           waits for completions, and afio_poll() submits and waits in
- *           one call (the pool runs one request in fio's thread then,
- *           where a hand-off to a worker and back would cost two wake-ups)
+ * commit -> afio_submit, or nothing when the request is fio's only one
+ *           and its queue is full (depth 1): fio then waits for it, and
+ *           afio_poll() submits and waits in one call (the pool then runs
+ *           it in fio's thread, where a hand-off to a worker and back
+ *           would cost two wake-ups)
  * getevents -> afio_poll, whose callbacks put finished io_us on a list
  * event  -> the io_u at that place of the list
  *
@@ -332,7 +333,8 @@ static int afio_fio_commit(struct thread_data *td)
 	struct afio_fio_data *ad = td->io_ops_data;
 	int ret;
 
-	if (!ad->nr_pending || queue_full(td))
+	/* fio waits next for this request alone: afio_poll() submits it */
+	if (!ad->nr_pending || (queue_full(td) && td->cur_depth == 1))
 		return 0;
 	ret = afio_submit(ad->ctx);
 	if (ret < 0)
