@@ -389,16 +389,16 @@ int afio_sync_range(afio_ctx *ctx, int fd, uint64_t off, uint64_t len, unsigned 
  * an io_uring buffer ring's) is read after its engine saw readiness and
  * let go of the socket: an engine's hold, taken at each wait and released
  * at each result, would leave those steps on whatever the number names by
- * then, another connection's socket after a close and a reuse.  So would
- * a MSG_WAITALL receive or send that a pool worker starts on the number
- * and, after some bytes, holds to wait for the rest: the hold would be
- * taken on another socket, and one request move the bytes of two.  So such a
- * request is bound from the call on, for its whole life: r->fd becomes
- * the core's own dup, which every engine and the core use, and which goes
- * with the last completion (run_ecb()).  With no fd left for it (EMFILE,
- * ENFILE) the request stays on the program's number, unbound, as an
- * engine's hold does (lib/sockops.c).  A receive from a buffer ring is
- * bound by the kernel while it is in the ring, and costs no fd.
+ * then, another connection's socket after a close and a reuse.  A
+ * MSG_WAITALL receive or send that a pool worker starts on the number and,
+ * after some bytes, holds to wait for the rest would likewise move the
+ * bytes of two connections.  So such a request is bound from the call on,
+ * for its whole life: r->fd becomes the core's own dup, which every engine
+ * and the core use, and which goes with the last completion (run_ecb()).
+ * With no fd left for it (EMFILE, ENFILE) the request stays on the
+ * program's number, unbound, as an engine's hold does (lib/sockops.c).  A
+ * receive from a buffer ring is bound by the kernel while it is in the
+ * ring, and costs no fd.
  */
 static void bind_socket(struct afio_req *r)
 {
@@ -499,7 +499,6 @@ static struct afio_req *new_ecb_req(afio_ctx *ctx, enum afio_op op, int fd, afio
 	}
 	return r;
 }
-
 
 int afio_accept_multishot(afio_ctx *ctx, int fd, int flags, afio_ecb cb, void *data)
 {
