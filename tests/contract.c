@@ -1198,7 +1198,7 @@ START_TEST(test_poll_that_waits_runs_or_starts_queued)
 	ck_assert_int_eq(afio_nop(ctx, tu_on_done, &r[1]), 0);
 	ck_assert_int_eq(afio_read(ctx, fd, back, LEN, 0, tu_on_done, &r[2]), 0);
 	ck_assert_int_ge(afio_poll(ctx, 1, -1), 1);
-	end = tu_now_ms() + 3000;
+	end = tu_now_ms() + TU_HANG_MS;
 	while (!r[2].calls && tu_now_ms() < end) {
 		usleep(1000);
 		ck_assert_int_ge(afio_poll(ctx, 0, 0), 0);
