@@ -1107,19 +1107,15 @@ static long long thread_rchar(void)
 	return n;
 }
 
-/* A file of len bytes of 'f', not in the page cache (as far as the kernel
-   lets it go), so that no read of it finishes without waiting. */
+/* A file of len bytes of 'f', not in the page cache (tu_file_of()). */
 static int uncached_file(size_t len)
 {
 	char *out = malloc(len);
-	int fd = tu_tmpfile(0);
+	int fd;
 
 	ck_assert_ptr_nonnull(out);
-	ck_assert_int_ge(fd, 0);
 	memset(out, 'f', len);
-	ck_assert_int_eq(pwrite(fd, out, len, 0), (ssize_t)len);
-	ck_assert_int_eq(fsync(fd), 0);
-	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	fd = tu_file_of(out, len, true);
 	free(out);
 	return fd;
 }
@@ -1138,16 +1134,6 @@ static void eventfd_from_callback(void *data, ssize_t res)
 	a->efd = afio_eventfd(a->ctx);
 }
 
-/*
- * afio_poll() that submits and then waits without a time limit, on a
- * context whose eventfd nobody watches: the pool may keep a queued file
- * request for the caller to run in that wait (backends/threads.c,
- * settle_kept()).  Whatever ends the call first, the request is never
- * left without someone to run it: a completion that satisfies the call
- * at once, an eventfd asked for in a callback; and a request that may
- * wait for ever is not run by the caller, whose timer must still end the
- * wait.
- */
 struct log_writer {
 	int fd;
 	atomic_bool stop;
@@ -1167,6 +1153,15 @@ static void *write_log_lines(void *arg)
 	return NULL;
 }
 
+/*
+ * afio_poll() that submits and then waits without a time limit, on a
+ * context whose eventfd nobody watches: the pool may keep a queued file
+ * request for the caller to run in that wait (backends/threads.c,
+ * settle_kept()).  Whatever ends the call first, the request is never
+ * left without someone to run it: a completion that satisfies the call
+ * at once, an eventfd asked for in a callback; and a request that may
+ * wait for ever is left to a worker, not run by the caller.
+ */
 START_TEST(test_poll_that_waits_runs_or_starts_queued)
 {
 	enum { LEN = 65536 };

@@ -205,21 +205,6 @@ static void read_run(afio_ctx *ctx, int fd, const unsigned char *ref, size_t len
 	read_run_then(ctx, fd, ref, len, NULL);
 }
 
-/* A file of `size` bytes of ref written through a plain fd, synced and
-   its pages dropped from the cache when `evict`. */
-static int file_of(const unsigned char *ref, size_t size, bool evict)
-{
-	int fd = tu_tmpfile(0);
-
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(pwrite(fd, ref, size, 0), (ssize_t)size);
-	if (evict) {
-		ck_assert_int_eq(fsync(fd), 0);
-		ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-	}
-	return fd;
-}
-
 /* Whether the file system of $AFIO_TEST_DIR takes RWF_NOWAIT reads (tmpfs
    does not: there every try goes to the pool). */
 static bool nowait_reads(int fd)
@@ -268,7 +253,7 @@ START_TEST(test_buffered_run_cached)
 {
 	unsigned char *ref = block_buf(RUN * BLK, 3);
 	afio_ctx *ctx = new_ctx();
-	int fd = file_of(ref, RUN * BLK, false);
+	int fd = tu_file_of(ref, RUN * BLK, false);
 	uint64_t fb = tu_fallbacks(ctx), nw = nowait_count(ctx), reads = read_syscalls();
 
 	read_run(ctx, fd, ref, BLK);
@@ -295,7 +280,7 @@ START_TEST(test_buffered_refused_run_keeps_tries)
 {
 	unsigned char *ref = block_buf(RUN * BLK, 19), *back = malloc(RUN * BLK);
 	afio_ctx *ctx = new_ctx();
-	int fd = file_of(ref, RUN * BLK, false), wo;
+	int fd = tu_file_of(ref, RUN * BLK, false), wo;
 	struct tu_done d[RUN] = { 0 };
 	uint64_t fb, nw;
 	char path[64];
@@ -343,7 +328,7 @@ START_TEST(test_buffered_run_evicted)
 {
 	unsigned char *ref = block_buf(RUN * BLK, 5);
 	afio_ctx *ctx = new_ctx();
-	int fd = file_of(ref, RUN * BLK, true);
+	int fd = tu_file_of(ref, RUN * BLK, true);
 
 	fb_before = tu_fallbacks(ctx);
 	nw_before = nowait_count(ctx);
@@ -367,7 +352,7 @@ START_TEST(test_buffered_short_try_goes_on)
 	const size_t half = 4 * BLK, len = 2 * half;
 	unsigned char *ref = block_buf(RUN * len, 7), *back = malloc(half);
 	afio_ctx *ctx = new_ctx();
-	int fd = file_of(ref, RUN * len, true);
+	int fd = tu_file_of(ref, RUN * len, true);
 	uint64_t fb = tu_fallbacks(ctx);
 
 	ck_assert_ptr_nonnull(back);
@@ -390,7 +375,7 @@ START_TEST(test_buffered_run_at_eof)
 {
 	unsigned char *ref = block_buf(RUN * BLK, 11), *back = malloc(2 * BLK);
 	afio_ctx *ctx = new_ctx();
-	int fd = file_of(ref, RUN * BLK - 100, false);
+	int fd = tu_file_of(ref, RUN * BLK - 100, false);
 	struct tu_done tail = { 0 }, past = { 0 };
 
 	ck_assert_ptr_nonnull(back);
@@ -480,7 +465,7 @@ START_TEST(test_buffered_run_canceled)
 {
 	unsigned char *ref = block_buf(RUN * BLK, 17), *back = malloc(RUN * BLK);
 	afio_ctx *ctx = new_ctx();
-	int fd = file_of(ref, RUN * BLK, true);
+	int fd = tu_file_of(ref, RUN * BLK, true);
 	struct tu_done d[RUN] = { 0 };
 
 	ck_assert_ptr_nonnull(back);

@@ -38,6 +38,19 @@ int tu_tmpfile(int flags)
 	return fd < 0 ? -errno : fd;
 }
 
+int tu_file_of(const void *content, size_t size, bool evict)
+{
+	int fd = tu_tmpfile(0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, content, size, 0), (ssize_t)size);
+	if (evict) {
+		ck_assert_int_eq(fsync(fd), 0);
+		ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	}
+	return fd;
+}
+
 int tu_seccomp(const struct sock_filter *body, size_t n)
 {
 	struct sock_filter prog[64] = {

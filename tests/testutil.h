@@ -22,6 +22,11 @@
    already unlinked; returns its fd. */
 int tu_tmpfile(int flags);
 
+/* A tu_tmpfile() holding the size bytes of content, written through a
+   plain fd; synced and its pages dropped from the cache when evict, so
+   that no read of it finishes without waiting. */
+int tu_file_of(const void *content, size_t size, bool evict);
+
 /* Installs a seccomp filter on this thread (and the threads it starts)
    that runs body with the system call's number loaded, on x86-64 only;
    body ends in its own returns.  0 or -errno. */
