@@ -984,12 +984,13 @@ static int threads_wait(struct afio_engine *e, int timeout_ms)
 {
 	struct pool *p = e->priv;
 	struct timespec ts, *tsp = NULL;
+	bool watched = atomic_load(&p->evfd_watched);	/* the owner sets it */
 	unsigned seq;
 	bool ready;
 
-	if (settle_kept(p, timeout_ms < 0 && !atomic_load(&p->evfd_watched)))
+	if (settle_kept(p, timeout_ms < 0 && !watched))
 		return 0;
-	if (atomic_load(&p->evfd_watched))
+	if (watched)
 		return 1;
 	seq = atomic_load(&p->owner_wake);
 	atomic_store(&p->owner_asleep, true);
