@@ -644,7 +644,8 @@ int afio_poll(afio_ctx *ctx, unsigned min_complete, int timeout_ms)
 		if (ret < 0 && ret != -EINTR && ret != -ETIME && ret != -ETIMEDOUT)
 			break;
 	}
-	if (ctx->primary.ops->start_kept)
+	/* Only a call that waits without limit lets the engine keep one. */
+	if (timeout_ms < 0 && ctx->primary.ops->start_kept)
 		ctx->primary.ops->start_kept(&ctx->primary);
 	/* What the callbacks queued goes now, not at some later call. */
 	take_rearms(ctx, rearms_due);
