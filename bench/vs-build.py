@@ -3,7 +3,7 @@
 """The library of one build against another's, workload by workload.
 
 Runs the afio-bench of each build on the same file in alternated pairs
-(the order turns every pair), pinned to one CPU, and prints per workload
+(the order turns every pair), pinned to one CPU (--cpus: others), and prints per workload
 the median of the paired ratios new/old of IOPS and of CPU per request,
 with their spread: what a change to the library did, against the commit
 before it.
@@ -31,8 +31,8 @@ WORKLOADS = ",".join([
 ])
 
 
-def run(bench, args):
-    out = subprocess.run(["taskset", "-c", "1", bench] + args + ["--json"],
+def run(bench, args, cpus):
+    out = subprocess.run(["taskset", "-c", cpus, bench] + args + ["--json"],
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out)
 
@@ -54,6 +54,9 @@ def main():
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--runtime", default="1")
     ap.add_argument("--workloads", default=WORKLOADS)
+    ap.add_argument("--cpus", default="1",
+                    help="the CPUs both builds run on (taskset -c; default one CPU, "
+                    "where the pool's workers only take turns)")
     a = ap.parse_args()
     if not a.file:
         a.file = os.path.join(a.new, "vs-build.dat")
@@ -76,7 +79,7 @@ def main():
                 warm(a.file)
             got = {}
             for side in (("old", "new") if i % 2 == 0 else ("new", "old")):
-                got[side] = run(benches[side], args)
+                got[side] = run(benches[side], args, a.cpus)
             iops.append(got["new"]["iops"] / got["old"]["iops"])
             cpu.append(got["new"]["cpu_ns_per_req"] / got["old"]["cpu_ns_per_req"])
         mi, mc = statistics.median(iops), statistics.median(cpu)

@@ -1251,6 +1251,60 @@ START_TEST(test_poll_that_waits_runs_or_starts_queued)
 END_TEST
 
 /*
+ * On the pool in ASYNC a receive holds its worker until data comes, and
+ * the pool keeps no more workers running than there are CPUs: a worker
+ * that is about to wait must let another take the queue.  Receives that
+ * wait on every worker but one, then a read: the read finishes while the
+ * receives still wait, and they finish when their peers send.
+ */
+START_TEST(test_waiting_workers_leave_one_for_the_queue)
+{
+	enum { NRECV = 3 };
+	struct afio_config cfg;
+	struct tu_done read_done = { 0 }, recv_done[NRECV] = { { 0 } };
+	char got[NRECV], back[4096];
+	int sv[NRECV][2], fd;
+	afio_ctx *ctx;
+	int64_t end;
+
+	afio_config_init(&cfg);
+	cfg.backend = target_backend;
+	cfg.mode = target_mode;
+	cfg.threads = NRECV + 1;
+	ctx = tu_create(&cfg);
+	fd = uncached_file(sizeof(back));
+	for (int i = 0; i < NRECV; i++) {
+		tu_socketpair(sv[i]);
+		ck_assert_int_eq(afio_recv(ctx, sv[i][0], &got[i], 1, 0, tu_on_done, &recv_done[i]), 0);
+	}
+	ck_assert_int_ge(afio_submit(ctx), 0);
+	ck_assert_int_eq(afio_read(ctx, fd, back, sizeof(back), 0, tu_on_done, &read_done), 0);
+	end = tu_now_ms() + TU_HANG_MS;
+	while (!read_done.calls && tu_now_ms() < end)
+		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+	ck_assert_msg(read_done.calls == 1, "a read waited behind receives that hold workers");
+	ck_assert_int_eq(read_done.res, sizeof(back));
+	for (int i = 0; i < NRECV; i++) {
+		ck_assert_int_eq(recv_done[i].calls, 0);
+		ck_assert_int_eq(write(sv[i][1], "x", 1), 1);
+	}
+	for (int i = 0; i < NRECV; i++) {
+		end = tu_now_ms() + TU_HANG_MS;
+		while (!recv_done[i].calls && tu_now_ms() < end)
+			ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+		ck_assert_int_eq(recv_done[i].calls, 1);
+		ck_assert_int_eq(recv_done[i].res, 1);
+	}
+	afio_destroy(ctx);
+	for (int i = 0; i < NRECV; i++) {
+		close(sv[i][0]);
+		close(sv[i][1]);
+	}
+	close(fd);
+}
+END_TEST
+
+/*
  * Asked for late: a context that was run only by afio_poll() waits may
  * hold completions nobody was told of and requests in the kernel.  From
  * the call on the eventfd must say so: readable at once for what waits,
@@ -2239,6 +2293,7 @@ static Suite *contract_suite(void)
 	tcase_add_test(queue, test_eventfd_taken_late);
 	tcase_add_test(queue, test_wait_inside_poll);
 	tcase_add_test(queue, test_poll_that_waits_runs_or_starts_queued);
+	tcase_add_test(queue, test_waiting_workers_leave_one_for_the_queue);
 	tcase_add_test(queue, test_eventfd_edge_triggered_chains);
 	tcase_add_test(queue, test_eventfd_level_triggered_chains);
 	tcase_add_test(queue, test_many_reads);
