@@ -176,11 +176,14 @@ static void wake_idle_locked(struct pool *p, unsigned n)
 
 /* Before a call that may wait (for the device, a lock, a peer, the dirty
    page throttle): see wake_idle_locked().  The worker counts again when it
-   takes the lock after the call (worker_main()). */
+   takes the lock after the request (worker_main()), however many such
+   calls the request made. */
 static void worker_may_wait(struct worker *w)
 {
 	struct pool *p = w->pool;
 
+	if (w->waits)
+		return;
 	pthread_mutex_lock(&p->lock);
 	w->waits = true;
 	p->running--;
@@ -669,6 +672,10 @@ static ssize_t perform_socket(struct worker *w, struct afio_req *r, bool *watche
 	if (r->engine->route[r->op].then == AFIO_RUN_POOL ||
 	    !afio_sock_can_try(r, sock_fd(s, r)))
 		return sock_wait_xfer(w, r);
+	/* sendfile(2) on a socket that takes it still waits for the file's
+	   pages, or for a pipe's reader where the output is a pipe. */
+	if (r->op == AFIO_OP_SENDFILE)
+		worker_may_wait(w);
 	n = afio_req_sock_nowait(r, sock_fd(s, r));
 	if (n != -EAGAIN)
 		return n;
@@ -707,11 +714,12 @@ static ssize_t perform_file(struct worker *w, struct afio_req *r)
 	}
 	/* A buffered write copies into the page cache and seldom waits (for
 	   the throttling of dirty pages at most), and where RWF_NOWAIT is
-	   refused for it (ext4) nothing tells beforehand: it counts as a
-	   quick request, whose results wait for it (afio_eventfd(3)); telling
-	   them first cost an eventfd write and a wake-up of the owner per
-	   write.  A read that gets here, or direct I/O, waits for the device.
-	   lane_of() has asked already. */
+	   refused for it (ext4) nothing tells beforehand: results wait for
+	   it (afio_eventfd(3)); telling them first cost an eventfd write and
+	   a wake-up of the owner per write.  But it may wait (the throttle,
+	   the journal), so it does not count as running.  A read that gets
+	   here, or direct I/O, waits for the device.  lane_of() has asked
+	   already. */
 	if (!afio_req_writes(r) || r->dio == AFIO_DIO_ON)
 		settle(w);
 	worker_may_wait(w);
