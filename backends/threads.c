@@ -115,7 +115,7 @@ struct pool {
 	pthread_t poller;
 	unsigned nworkers;
 	unsigned running;	/* workers awake and not in a call that may wait */
-	unsigned max_running;	/* CPUs this process may run on, at most nworkers */
+	unsigned max_running;	/* see max_running() */
 	struct worker *idle;	/* asleep on their wake, not yet woken; last in on top */
 	bool kept;		/* owner's: a queued request no worker was woken for */
 	struct worker *workers;
@@ -1177,10 +1177,12 @@ static int start_workers(struct pool *p, char *reason, size_t len)
 	return ret;
 }
 
-/* See wake_idle_locked().  On one CPU the workers never run side by side,
-   only in turn with the owner, and more of them let one turn carry more
-   results: pinned to one CPU, cached reads ran at 187k/s with one worker
-   running and 227k with four (54k and 35k context switches a second). */
+/* How many workers run at once (wake_idle_locked()): the CPUs this process
+   may run on, at most nworkers, and all of them where it has one CPU.
+   There the workers never run side by side, only in turn with the owner,
+   and more of them let one turn carry more results: pinned to one CPU,
+   cached reads ran at 187k/s with one worker running and 227k with four
+   (54k and 35k context switches a second). */
 static unsigned max_running(unsigned nworkers)
 {
 	cpu_set_t set;

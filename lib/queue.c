@@ -470,7 +470,8 @@ static bool shot_goes_on(const struct afio_req *r)
 
 /*
  * The callback of a request that may complete more than once or with a
- * buffer, or that is bound to its own dup of a socket (bind_socket()).  Whether more follow is settled by the result itself, as the
+ * buffer, or that is bound to its own dup of a socket (bind_socket()).
+ * Whether more follow is settled by the result itself, as the
  * kernel's own multishot settles it (AFIO_SHOT_ARMED: the engine still
  * holds the request); a cancel, or the context closing, meanwhile ends
  * the request with one more completion, -ECANCELED, and loses nothing
