@@ -32,7 +32,8 @@ static bool waits_for_device(enum afio_op op)
  * caller; what would block then goes on: a socket waits in the epoll set,
  * holding no worker, anything else takes a worker.  ASYNC gives every
  * request a worker, which blocks in it (waiting for a socket too: that is
- * what ASYNC means on a pool).  HYBRID gives every request a worker that
+ * what ASYNC means on a pool; a read it tries without waiting first,
+ * perform_file()).  HYBRID gives every request a worker that
  * tries without blocking first; a socket that would block leaves it for
  * the epoll set.  Timers wait in the poller's deadline heap in every mode.
  *
