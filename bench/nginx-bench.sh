@@ -5,19 +5,20 @@
 # evicted from the page cache before each run) or from the page cache.
 # Servers: stock "aio on; directio" (Linux AIO), stock "aio threads", stock
 # "sendfile on", and the asyncfio build on each backend and mode with
-# "aio on" (BACKEND-MODE+sendfile: "aio on; sendfile on").  The
+# "aio on" (BACKEND-MODE+sendfile: "aio on; sendfile on";
+# BACKEND-MODE+sendfile:SIZE also "asyncfio_sendfile_min SIZE").  The
 # servers take turns inside each repetition, the order reversed every
 # other one; nginx's one worker is pinned to one CPU, wrk to the other.
 #
 #   bench/nginx-bench.sh [OUT]          (OUT: build-nginx/bench)
 #
-# SIZES="4k 100k 1m mix"  CACHES="directio evicted cached" (SIZES= runs
+# SIZES="4k 100k 1m mix" (or 16k)  CACHES="directio evicted cached" (SIZES= runs
 # only the interference rows)
 # INTERFERENCE=1: also cached 4 KiB files on 1/4 of the connections while
 # the rest read cold 1 MiB files, both wrk at once against the same worker
 # (the row: size 4k, cache interference; its figures are the small files')
 # SERVERS="stock-aio stock-threads stock-sendfile io_uring-inline ..."
-# FILES_4K=25000 FILES_100K=25000 FILES_1M=25000  files per size
+# FILES_4K=25000 FILES_16K=25000 FILES_100K=25000 FILES_1M=25000  files per size
 # FILES_CACHED_1M=10000: the 1 MiB files asked for from the page cache (all
 # 25,000 are 25 GiB, more than this machine's memory)
 # SECONDS_PER_RUN=10 REPS=3 CONNECTIONS=200 THREADS=2 (wrk threads)
@@ -28,6 +29,9 @@
 # (the worker's, its kernel workers' that run there, and any other
 # process's there), counted with perf stat on the syscall tracepoints, in
 # OUT/syscalls/
+# NGINX_USER=nobody: the workers' user (default root; a worker that may not
+# write a file gets EPERM from cachestat(2), which sendfile through the
+# library asks first)
 # LOCK=0: do not take /tmp/afio-bench.lock around each round
 # ASYNCFIO_EVENTS="asyncfio_threads 32;": more directives in the patched
 # servers' events {}
@@ -75,12 +79,13 @@ grep -q " $disk " /proc/diskstats || die "no /proc/diskstats line for $disk"
 files_for() {
 	case $1 in
 	4k) echo "${FILES_4K:-25000}" ;;
+	16k) echo "${FILES_16K:-25000}" ;;
 	100k) echo "${FILES_100K:-25000}" ;;
 	1m) echo "${FILES_1M:-25000}" ;;
 	esac
 }
 bytes_for() {
-	case $1 in 4k) echo 4096 ;; 100k) echo 102400 ;; 1m) echo 1048576 ;; esac
+	case $1 in 4k) echo 4096 ;; 16k) echo 16384 ;; 100k) echo 102400 ;; 1m) echo 1048576 ;; esac
 }
 # how many files of class $1 are asked for in cache state $2
 count_for() {
@@ -100,7 +105,7 @@ make_files() {
 	need=
 	for z in $sizes; do need="$need $(classes_of "$z")"; done
 	[ "${INTERFERENCE:-1}" = 1 ] && need="$need 4k 1m"
-	for s in 4k 100k 1m; do
+	for s in 4k 16k 100k 1m; do
 		case " $need " in *" $s "*) ;; *) continue ;; esac
 		n=$(files_for $s)
 		[ -f "$data/$s/.done-$n" ] && continue
@@ -213,9 +218,11 @@ server_conf() {
 	stock-aio) http="aio on; directio 512;" ;;
 	stock-threads) http="aio threads;" ;;
 	stock-sendfile) http="sendfile on;" ;;
-	*+sendfile)
-	   b=${srv%+sendfile}
+	*+sendfile*)
+	   b=${srv%%+sendfile*}
 	   events="asyncfio_backend ${b%-*}; asyncfio_mode ${b#*-};"
+	   min=${srv#*+sendfile}
+	   [ -z "$min" ] || events="$events asyncfio_sendfile_min ${min#:};"
 	   http="aio on; sendfile on;" ;;
 	*) events="asyncfio_backend ${srv%-*}; asyncfio_mode ${srv#*-};"
 	   http="aio on;" ;;
@@ -224,7 +231,7 @@ server_conf() {
 		http="$http directio 512;"
 	fi
 	cat <<EOF
-user root;
+user ${NGINX_USER:-root};
 worker_processes 1;
 worker_cpu_affinity $(printf '%s' "1$(printf '%*s' "$server_cpu" '' | tr ' ' 0)");
 error_log $dir/error.log notice;
@@ -273,7 +280,7 @@ start_server() {
 	done
 	case $srv in
 	stock-*) ;;
-	*)	b=${srv%+sendfile}
+	*)	b=${srv%%+sendfile*}
 		grep -q "asyncfio: backend \"${b%-*}\", mode \"${b#*-}\"" "$dir/error.log" ||
 			die "$srv runs another backend or mode: $(grep 'asyncfio:' "$dir/error.log" | head -2)" ;;
 	esac
