@@ -29,7 +29,7 @@
 # (the worker's, its kernel workers' that run there, and any other
 # process's there), counted with perf stat on the syscall tracepoints, in
 # OUT/syscalls/
-# NGINX_USER=nobody: the workers' user (default root; a worker that may not
+# NGINX_USER="nobody nogroup": the workers' user (default root; a worker that may not
 # write a file gets EPERM from cachestat(2), which sendfile through the
 # library asks first)
 # LOCK=0: do not take /tmp/afio-bench.lock around each round
