@@ -250,7 +250,8 @@ static enum route route_file(struct laio *a, struct afio_req *r, struct slot *s,
 			     struct afio_fd_memo *m, const struct afio_req *next,
 			     ssize_t *res)
 {
-	int fl = afio_fd_memo_flags(m, r->fd);
+	int fl = r->dio == AFIO_DIO_OFF ? afio_fd_memo_promised(m, r->fd) :
+					   afio_fd_memo_flags(m, r->fd);
 
 	if (fl < 0) {
 		*res = fl;

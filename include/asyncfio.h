@@ -211,7 +211,12 @@ AFIO_API int afio_fsync(afio_ctx *ctx, int fd, unsigned flags, afio_cb cb, void 
 
 /* rwf: RWF_HIPRI, RWF_DSYNC, RWF_SYNC, RWF_APPEND, ... as for preadv2(2)
    and pwritev2(2) (RWF_HIPRI is a hint: where the device is not polled
-   the I/O is done as without it). */
+   the I/O is done as without it), and AFIO_RWF_BUFFERED. */
+/* The program's word that fd is not O_DIRECT for this request: libaio and
+   the pool route it without asking the kernel (fcntl(F_GETFL)), as
+   afio_fd_hint()'s AFIO_FD_BUFFERED does for every request on an fd.  A
+   wrong word costs waiting, never data.  Not passed to the kernel. */
+#define AFIO_RWF_BUFFERED	(1 << 29)
 AFIO_API int afio_readv2(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,
 			 int rwf, afio_cb cb, void *data);
 AFIO_API int afio_writev2(afio_ctx *ctx, int fd, const struct iovec *iov, int cnt, uint64_t off,

@@ -299,6 +299,11 @@ void afio_fd_memo_init(struct afio_fd_memo *m, const struct afio_engine *e);
    unknown, or the hint's. */
 int afio_fd_memo_flags(struct afio_fd_memo *m, int fd);
 
+/* The same for a request whose program said fd is not O_DIRECT
+   (AFIO_RWF_BUFFERED): the memo's answer if it has asked, else that word,
+   without asking. */
+int afio_fd_memo_promised(struct afio_fd_memo *m, int fd);
+
 /* snprintf into reason, tolerating a NULL or zero-sized buffer. */
 void afio_reason(char *reason, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

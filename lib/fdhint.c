@@ -127,15 +127,32 @@ static void memo_from_hint(struct afio_fd_memo *m, const struct afio_fd_hint *fh
 	};
 }
 
+/* A new fd for the memo: its answers unknown. */
+static bool memo_new_fd(struct afio_fd_memo *m, int fd)
+{
+	if (fd == m->fd)
+		return false;
+	m->fd = fd;
+	m->dio_ret = 1;
+	m->positional = AFIO_FD_POSITIONS_UNKNOWN;
+	return true;
+}
+
+/* The word stands for the batch's later requests on fd too, as a
+   hint's would. */
+int afio_fd_memo_promised(struct afio_fd_memo *m, int fd)
+{
+	if (memo_new_fd(m, fd))
+		m->fl = 0;
+	return m->fl;
+}
+
 int afio_fd_memo_flags(struct afio_fd_memo *m, int fd)
 {
 	const struct afio_fd_hints *h = m->hints;
 
-	if (fd == m->fd)
+	if (!memo_new_fd(m, fd))
 		return m->fl;
-	m->fd = fd;
-	m->dio_ret = 1;
-	m->positional = AFIO_FD_POSITIONS_UNKNOWN;
 	if ((unsigned)fd < h->n && h->by_fd[fd].hint) {
 		memo_from_hint(m, &h->by_fd[fd]);
 		return m->fl;

@@ -219,6 +219,15 @@ static int check_rwf(int rwf)
 	return rwf & RWF_NOWAIT ? -EINVAL : 0;
 }
 
+/* The library's own flag is the program's answer to the question the
+   routing asks (is fd O_DIRECT?), and goes no further. */
+static void take_rwf(struct afio_req *r, int rwf)
+{
+	r->flags = rwf & ~AFIO_RWF_BUFFERED;
+	if (rwf & AFIO_RWF_BUFFERED)
+		r->dio = AFIO_DIO_OFF;
+}
+
 /*
  * MSG_DONTWAIT would make a request fail where every backend otherwise
  * waits for readiness (io_uring honours it, the others add it to every
@@ -272,7 +281,7 @@ queue_rw(afio_ctx *ctx, enum afio_op op, int fd, const void *buf, size_t len,
 	r->buf = (void *)buf;
 	r->len = len;
 	r->off = off;
-	r->flags = rwf;
+	take_rwf(r, rwf);
 	return enqueue(ctx, r);
 }
 

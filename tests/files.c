@@ -80,6 +80,12 @@ START_TEST(test_writev2_flags)
 	expect_synced(fd, 4096, 11192, "writev2(RWF_DSYNC)");
 	TU_EXPECT(ctx, 3000, afio_writev2(ctx, fd, &iov[1], 1, 0, RWF_SYNC, tu_on_done, &d));
 	expect_synced(fd, 0, 3000, "writev2(RWF_SYNC)");
+	/* The library's word goes no further: the kernel would refuse it. */
+	TU_EXPECT(ctx, 8192, afio_writev2(ctx, fd, iov, 1, 4096, AFIO_RWF_BUFFERED | RWF_DSYNC,
+					  tu_on_done, &d));
+	expect_synced(fd, 4096, 8192, "writev2(AFIO_RWF_BUFFERED | RWF_DSYNC)");
+	read_whole(fd, back, 8192, 4096);
+	ck_assert(!memcmp(back, a, 8192));
 
 	/* RWF_APPEND: at the end whatever the offset, as pwritev2(2); the
 	   file position stays. */
@@ -138,6 +144,13 @@ START_TEST(test_readv2_flags)
 	readv2_like_preadv2(ctx, fd, buf, sizeof(buf), 16000, RWF_HIPRI,
 			    "readv2(RWF_HIPRI) at the end");
 	readv2_like_preadv2(ctx, fd, buf, sizeof(buf), 30000, 0, "readv2 past the end");
+	/* The library's own word, which preadv2(2) would refuse. */
+	struct iovec iov = { buf, sizeof(buf) };
+
+	memset(buf, 0, sizeof(buf));
+	TU_EXPECT(ctx, sizeof(buf), afio_readv2(ctx, fd, &iov, 1, 200, AFIO_RWF_BUFFERED | RWF_HIPRI,
+						tu_on_done, &d));
+	ck_assert(!memcmp(buf, bytes + 200, sizeof(buf)));
 	afio_destroy(ctx);
 	close(fd);
 	free(bytes);
@@ -549,22 +562,28 @@ struct hint_run {
 	size_t blk;		/* dfd's alignment */
 	int trap_ret;
 	bool same_number;	/* the fd opened after afio_close() got its number */
-	int asked[4];		/* questions the submitting thread asked, by phase */
-	bool data_right[4];
+	int asked[6];		/* questions the submitting thread asked, by phase */
+	bool data_right[6];
 };
 
-/* HINT_PAGES reads of fd in one submit, as many of the questions counted
-   as the thread asked for them. */
-static void read_counted(struct hint_run *h, int phase, int fd, size_t len)
+/* HINT_PAGES reads of fd in one submit, with rwf (afio_readv2()) or
+   without (afio_read()), as many of the questions counted as the thread
+   asked for them. */
+static void read_counted(struct hint_run *h, int phase, int fd, size_t len, int rwf)
 {
 	unsigned char *back = aligned_alloc(4096, HINT_PAGES * 4096);
 	struct tu_done d[HINT_PAGES] = { { 0 } };
+	struct iovec iov[HINT_PAGES];
 	int before = trapped;
 	bool right = back != NULL;
 
-	for (int i = 0; back && i < HINT_PAGES; i++)
-		right &= !afio_read(h->ctx, fd, back + i * len, len, (uint64_t)i * len,
-				    tu_on_done, &d[i]);
+	for (int i = 0; back && i < HINT_PAGES; i++) {
+		iov[i] = (struct iovec){ back + i * len, len };
+		right &= !(rwf ? afio_readv2(h->ctx, fd, &iov[i], 1, (uint64_t)i * len, rwf,
+					     tu_on_done, &d[i]) :
+				 afio_read(h->ctx, fd, back + i * len, len, (uint64_t)i * len,
+					   tu_on_done, &d[i]));
+	}
 	right &= afio_submit(h->ctx) >= 0;
 	for (int i = 0; back && i < HINT_PAGES; i++) {
 		tu_wait_done(h->ctx, &d[i]);
@@ -585,11 +604,16 @@ static void *hinted_reads(void *arg)
 	if (h->trap_ret)
 		return NULL;
 	if (!afio_fd_hint(h->ctx, h->fd, AFIO_FD_BUFFERED))
-		read_counted(h, 0, h->fd, 4096);
+		read_counted(h, 0, h->fd, 4096, 0);
 	afio_fd_hint(h->ctx, h->fd, 0);
-	read_counted(h, 1, h->fd, 4096);
+	read_counted(h, 1, h->fd, 4096, 0);
+	/* The same word per request, no hint. */
+	read_counted(h, 4, h->fd, 4096, AFIO_RWF_BUFFERED);
 	if (h->dfd >= 0 && !afio_fd_hint(h->ctx, h->dfd, AFIO_FD_DIRECT))
-		read_counted(h, 2, h->dfd, h->blk);
+		read_counted(h, 2, h->dfd, h->blk, 0);
+	/* A wrong word: the reads may wait, the data are right. */
+	if (h->dfd >= 0 && !afio_fd_hint(h->ctx, h->dfd, 0))
+		read_counted(h, 5, h->dfd, h->blk, AFIO_RWF_BUFFERED);
 	/* afio_close() drops the hint: the number, open again, is asked about. */
 	old = h->fd;
 	afio_fd_hint(h->ctx, h->fd, AFIO_FD_BUFFERED);
@@ -597,7 +621,7 @@ static void *hinted_reads(void *arg)
 		tu_wait_done(h->ctx, &d);
 		h->fd = tu_data_file(h->bytes, HINT_PAGES * 4096);
 		h->same_number = h->fd == old;
-		read_counted(h, 3, h->fd, 4096);
+		read_counted(h, 3, h->fd, 4096, 0);
 	}
 	return NULL;
 }
@@ -605,8 +629,8 @@ static void *hinted_reads(void *arg)
 
 /* Its errors, and the questions a submit call asks the kernel about a file
    (fcntl F_GETFL, statx), counted on the submitting thread: none for a
-   hinted fd, on every backend and mode; without the hint libaio and the
-   pool ask, io_uring never does. */
+   hinted fd, nor for requests with AFIO_RWF_BUFFERED, on every backend
+   and mode; without either libaio and the pool ask, io_uring never does. */
 START_TEST(test_fd_hint)
 {
 	afio_ctx *ctx = tu_ctx(tu_backend, tu_mode, 64);
@@ -652,6 +676,9 @@ START_TEST(test_fd_hint)
 		      tu_target_name(), h.asked[0]);
 	ck_assert_msg(!h.asked[1] == !asks, "%s: %d questions about an fd without a hint",
 		      tu_target_name(), h.asked[1]);
+	ck_assert_msg(h.data_right[4], "%s: reads with AFIO_RWF_BUFFERED", tu_target_name());
+	ck_assert_msg(!h.asked[4], "%s: %d questions about reads with AFIO_RWF_BUFFERED",
+		      tu_target_name(), h.asked[4]);
 	ck_assert(h.same_number);
 	ck_assert_msg(!h.asked[3] == !asks, "%s: %d questions about a number afio_close()d",
 		      tu_target_name(), h.asked[3]);
@@ -660,6 +687,8 @@ START_TEST(test_fd_hint)
 			      tu_target_name());
 		ck_assert_msg(!h.asked[2], "%s: %d questions about an O_DIRECT fd hinted so",
 			      tu_target_name(), h.asked[2]);
+		ck_assert_msg(h.data_right[5], "%s: O_DIRECT reads with AFIO_RWF_BUFFERED",
+			      tu_target_name());
 	}
 	close(h.fd);
 #else

@@ -42,16 +42,30 @@ static void prep_write(struct uring *u, struct io_uring_sqe *sqe, struct afio_re
 	sqe->rw_flags = u->write_rwf;
 }
 
+/* One buffer goes as READ or WRITE, which take their flags as the vectored
+   ops do and spare the kernel copying in the iovec. */
+static bool one_buffer(const struct uring *u, const struct afio_req *r, enum afio_op plain)
+{
+	return r->len == 1 && r->iov[0].iov_len < MAX_RW && u->has_op[plain];
+}
+
 static void prep_readv(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
-	(void)u;
-	io_uring_prep_readv(sqe, r->fd, r->iov, (unsigned)r->len, r->off);
+	if (one_buffer(u, r, AFIO_OP_READ))
+		io_uring_prep_read(sqe, r->fd, r->iov[0].iov_base, (unsigned)r->iov[0].iov_len,
+				   r->off);
+	else
+		io_uring_prep_readv(sqe, r->fd, r->iov, (unsigned)r->len, r->off);
 	sqe->rw_flags = rw_flags(r);
 }
 
 static void prep_writev(struct uring *u, struct io_uring_sqe *sqe, struct afio_req *r)
 {
-	io_uring_prep_writev(sqe, r->fd, r->iov, (unsigned)r->len, r->off);
+	if (one_buffer(u, r, AFIO_OP_WRITE))
+		io_uring_prep_write(sqe, r->fd, r->iov[0].iov_base, (unsigned)r->iov[0].iov_len,
+				    r->off);
+	else
+		io_uring_prep_writev(sqe, r->fd, r->iov, (unsigned)r->len, r->off);
 	sqe->rw_flags = rw_flags(r) | u->write_rwf;
 }
 
