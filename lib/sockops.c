@@ -10,11 +10,14 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -321,9 +324,33 @@ struct cachestat {
 };
 
 /*
+ * Set once cachestat(2) has refused the process (EPERM: the kernel answers
+ * only for a file the caller may write or owns, so a server's unprivileged
+ * workers are refused for every file they serve) or is missing (ENOSYS,
+ * before 6.5): from then on the process asks the pages instead, and saves
+ * the refused call.  Relaxed: a thread that has not seen it yet asks once
+ * more.
+ */
+static atomic_bool cachestat_refused;
+
+/* Whether the page holding off is in the page cache, for any reader: a
+   one-byte read with RWF_NOWAIT, which fails with EAGAIN rather than
+   wait (also where the file has no such read, or is O_DIRECT). */
+static bool page_cached(int fd, uint64_t off)
+{
+	char byte;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+
+	return preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT) >= 0;
+}
+
+/*
  * sendfile(2) on a non-blocking socket still waits for the disk when the
- * file's pages are not in memory; cachestat(2) says whether they all are,
- * for one system call.  Without it (before 6.5) nothing can be promised.
+ * file's pages are not in memory.  cachestat(2) says whether they all are,
+ * for one system call.  Where it is refused, the range's first and last
+ * pages are asked (one call each); a hole between them is not seen, and
+ * then the caller's sendfile waits for those pages as a plain sendfile
+ * would.
  */
 bool afio_sendfile_cached(const struct afio_req *r)
 {
@@ -334,11 +361,17 @@ bool afio_sendfile_cached(const struct afio_req *r)
 
 	if (!r->len)
 		return true;
-	if (syscall(SYS_cachestat, r->fd2, &range, &cs, 0) < 0)
-		return false;
 	first = r->off / (uint64_t)page;
 	last = (r->off + r->len - 1) / (uint64_t)page;
-	return cs.nr_cache >= last - first + 1;
+	if (!atomic_load_explicit(&cachestat_refused, memory_order_relaxed)) {
+		if (!syscall(SYS_cachestat, r->fd2, &range, &cs, 0))
+			return cs.nr_cache >= last - first + 1;
+		if (errno != EPERM && errno != ENOSYS)
+			return false;
+		atomic_store_explicit(&cachestat_refused, true, memory_order_relaxed);
+	}
+	return page_cached(r->fd2, r->off) &&
+	       (last == first || page_cached(r->fd2, last * (uint64_t)page));
 }
 
 /*

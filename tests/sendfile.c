@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -264,6 +265,86 @@ START_TEST(test_sendfile_burst)
 }
 END_TEST
 
+/* Whether every page of the file's first len bytes is in the page cache
+   (the test made the file, so mincore(2) answers for it). */
+static bool all_resident(int fd, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (len + page - 1) / page;
+	unsigned char vec[pages];
+	void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	bool all = true;
+
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	ck_assert_int_eq(mincore(map, len, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		all = all && (vec[i] & 1);
+	munmap(map, len);
+	return all;
+}
+
+/* One sendfile of the file's first len bytes on an O_NONBLOCK socket with
+   room for them; whether it finished in the caller (stats' nowait). */
+static bool sent_at_once(afio_ctx *ctx, int sock, int peer, int file,
+			 const unsigned char *bytes, size_t len)
+{
+	struct afio_stats before, after;
+
+	ck_assert_int_eq(afio_stats(ctx, &before), 0);
+	TU_EXPECT(ctx, (ssize_t)len, afio_sendfile(ctx, sock, file, 0, len, tu_on_done, &d));
+	ck_assert_int_eq(afio_stats(ctx, &after), 0);
+	tu_expect_bytes(peer, bytes, len);
+	return after.nowait > before.nowait;
+}
+
+/*
+ * INLINE mode sends a range wholly in the page cache in the caller and
+ * gives an evicted one to a worker (asyncfio(7): the caller never waits
+ * for the device), where cachestat(2) answers and (_i) where it is
+ * refused with EPERM, as it is to a server's unprivileged workers for
+ * files they may not write: a seccomp filter refuses it here, in this
+ * test's own process.  Where the caller does not try (afio_sendfile(3):
+ * the modes other than INLINE, but for libaio's HYBRID), the bytes only.
+ */
+START_TEST(test_sendfile_residency)
+{
+	enum { LEN = 65536 };
+	static const long deny[] = { 451 /* cachestat */ };
+	unsigned char *bytes = tu_random_bytes(LEN, 5);
+	int file = tu_data_file(bytes, LEN), sv[2];
+	afio_ctx *ctx;
+	bool caller_tries = tu_mode == AFIO_MODE_INLINE ||
+			    (tu_backend == AFIO_BACKEND_LIBAIO && tu_mode == AFIO_MODE_HYBRID);
+	bool at_once;
+
+	if (_i)
+		ck_assert_int_eq(tu_deny_syscalls(deny, 1), 0);
+	ctx = tu_new_ctx();
+	tu_socketpair(sv);
+	tu_set_nonblock(sv[0], true);
+
+	ck_assert_int_eq(fsync(file), 0);
+	ck_assert_msg(all_resident(file, LEN), "a file just written is not in the page cache");
+	at_once = sent_at_once(ctx, sv[0], sv[1], file, bytes, LEN);
+	ck_assert_msg(at_once == caller_tries, "%s, cachestat %s: a cached range %s in the caller",
+		      tu_target_name(), _i ? "refused" : "answering", at_once ? "went" : "did not go");
+
+	ck_assert_int_eq(posix_fadvise(file, 0, 0, POSIX_FADV_DONTNEED), 0);
+	if (all_resident(file, LEN)) {
+		fprintf(stderr, "%s: the file stays in memory (tmpfs?), its evicted part skipped\n",
+			__func__);
+	} else {
+		at_once = sent_at_once(ctx, sv[0], sv[1], file, bytes, LEN);
+		ck_assert_msg(!at_once, "%s, cachestat %s: an evicted range was sent by the caller",
+			      tu_target_name(), _i ? "refused" : "answering");
+	}
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+	close(file);
+	free(bytes);
+}
+END_TEST
+
 static Suite *sendfile_suite(void)
 {
 	Suite *s = suite_create("sendfile");
@@ -275,6 +356,7 @@ static Suite *sendfile_suite(void)
 	tcase_add_loop_test(sendfile, test_no_sigpipe, 0, 2);
 	tcase_add_test(sendfile, test_promised_nonblocking);
 	tcase_add_test(sendfile, test_sendfile_burst);
+	tcase_add_loop_test(sendfile, test_sendfile_residency, 0, 2);
 	return s;
 }
 
