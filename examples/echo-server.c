@@ -19,9 +19,12 @@
  * ends) and sends them one at a time, in order.  A send holds a buffer, so
  * the entries needed are one per connection and one per pool buffer.
  *
- * own is the default: pooled is as fast on libaio and the thread pool and
- * a few percent slower on io_uring (bench/results/2026-12-07-pooled-rearm.md);
- * it wins on the memory of idle connections.
+ * own is the default: pooled is as fast on libaio and the thread pool
+ * (bench/results/2026-12-07-pooled-rearm.md), and on io_uring as fast as
+ * the kernel's multishot receive without the library, which is a few
+ * percent slower than a receive per message at 1000 connections
+ * (bench/results/2026-12-07-echo-pooled-1000.md); it wins on the memory
+ * of idle connections.
  *
  * Either way no request outlives its socket: the connection is freed only
  * once its receive has had its last completion and no send is under way.
