@@ -421,8 +421,8 @@ static void on_ready(struct pool *p, uint64_t key, uint32_t events)
 		return;
 	}
 	/* The poller must not wait for the disk: a sendfile whose pages
-	   are not all cached goes to a worker. */
-	if (r->op == AFIO_OP_SENDFILE && !afio_sendfile_cached(r)) {
+	   are not all known to be cached goes to a worker. */
+	if (r->op == AFIO_OP_SENDFILE && !afio_sendfile_surely_cached(r)) {
 		s->where = W_QUEUED;
 		afio_reqq_push(&p->work, r);
 		wake_idle_locked(p, 1);

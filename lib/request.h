@@ -309,8 +309,13 @@ ssize_t afio_req_sock_nowait(struct afio_req *r, int fd);
 bool afio_sock_can_try(const struct afio_req *r, int fd);
 
 /* Whether every page a SENDFILE request reads is in the page cache, so
-   that its sendfile(2) waits for nothing. */
+   that its sendfile(2) waits for nothing: cachestat(2), or where that is
+   refused its first and last pages (lib/sockops.c); for the program's
+   own thread, which would wait as a plain sendfile(2) does. */
 bool afio_sendfile_cached(const struct afio_req *r);
+/* The same where cachestat(2) answers, else false: for a thread that
+   others wait for (the pool's poller). */
+bool afio_sendfile_surely_cached(const struct afio_req *r);
 
 /* ---- lib/fileops.c: file reads and writes in the calling thread ---- */
 

@@ -326,33 +326,38 @@ struct cachestat {
 /*
  * Set once cachestat(2) has refused the process (EPERM: the kernel answers
  * only for a file the caller may write or owns, so a server's unprivileged
- * workers are refused for every file they serve) or is missing (ENOSYS,
- * before 6.5): from then on the process asks the pages instead, and saves
+ * workers are refused for the files they serve) or is missing (ENOSYS,
+ * before 6.5): from then on the process does not ask it again, and saves
  * the refused call.  Relaxed: a thread that has not seen it yet asks once
  * more.
  */
 static atomic_bool cachestat_refused;
 
-/* Whether the page holding off is in the page cache, for any reader: a
-   one-byte read with RWF_NOWAIT, which fails with EAGAIN rather than
-   wait (also where the file has no such read, or is O_DIRECT). */
+/*
+ * Whether the page holding off is in the page cache, for any reader: a
+ * one-byte read with RWF_NOWAIT, which fails with EAGAIN rather than wait
+ * (also where the file system has no such read, or the file is O_DIRECT),
+ * though, as the pool's and libaio's tries of buffered reads, it may start
+ * the readahead of a page that is not there.  0 bytes (at or past the end
+ * of the file) is not an answer for the pages sendfile(2) would read.
+ */
 static bool page_cached(int fd, uint64_t off)
 {
 	char byte;
 	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
 
-	return preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT) >= 0;
+	return preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT) == 1;
 }
 
 /*
  * sendfile(2) on a non-blocking socket still waits for the disk when the
  * file's pages are not in memory.  cachestat(2) says whether they all are,
- * for one system call.  Where it is refused, the range's first and last
- * pages are asked (one call each); a hole between them is not seen, and
- * then the caller's sendfile waits for those pages as a plain sendfile
- * would.
+ * for one system call.  Where it is refused and the caller allows it
+ * (ask_pages), the range's first and last pages are asked (one call each);
+ * a hole between them is not seen, and then the sendfile waits for those
+ * pages as a plain sendfile would.
  */
-bool afio_sendfile_cached(const struct afio_req *r)
+static bool range_cached(const struct afio_req *r, bool ask_pages)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	struct cachestat_range range = { r->off, r->len };
@@ -370,8 +375,18 @@ bool afio_sendfile_cached(const struct afio_req *r)
 			return false;
 		atomic_store_explicit(&cachestat_refused, true, memory_order_relaxed);
 	}
-	return page_cached(r->fd2, r->off) &&
+	return ask_pages && page_cached(r->fd2, r->off) &&
 	       (last == first || page_cached(r->fd2, last * (uint64_t)page));
+}
+
+bool afio_sendfile_cached(const struct afio_req *r)
+{
+	return range_cached(r, true);
+}
+
+bool afio_sendfile_surely_cached(const struct afio_req *r)
+{
+	return range_cached(r, false);
 }
 
 /*

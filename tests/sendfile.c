@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "asyncfio.h"
@@ -282,15 +283,16 @@ static bool all_resident(int fd, size_t len)
 	return all;
 }
 
-/* One sendfile of the file's first len bytes on an O_NONBLOCK socket with
-   room for them; whether it finished in the caller (stats' nowait). */
+/* One sendfile of `ask` bytes from the start of a file of len bytes, on
+   an O_NONBLOCK socket with room for them; whether it finished in the
+   caller (stats' nowait). */
 static bool sent_at_once(afio_ctx *ctx, int sock, int peer, int file,
-			 const unsigned char *bytes, size_t len)
+			 const unsigned char *bytes, size_t len, size_t ask)
 {
 	struct afio_stats before, after;
 
 	ck_assert_int_eq(afio_stats(ctx, &before), 0);
-	TU_EXPECT(ctx, (ssize_t)len, afio_sendfile(ctx, sock, file, 0, len, tu_on_done, &d));
+	TU_EXPECT(ctx, (ssize_t)len, afio_sendfile(ctx, sock, file, 0, ask, tu_on_done, &d));
 	ck_assert_int_eq(afio_stats(ctx, &after), 0);
 	tu_expect_bytes(peer, bytes, len);
 	return after.nowait > before.nowait;
@@ -298,12 +300,15 @@ static bool sent_at_once(afio_ctx *ctx, int sock, int peer, int file,
 
 /*
  * INLINE mode sends a range wholly in the page cache in the caller and
- * gives an evicted one to a worker (asyncfio(7): the caller never waits
- * for the device), where cachestat(2) answers and (_i) where it is
- * refused with EPERM, as it is to a server's unprivileged workers for
- * files they may not write: a seccomp filter refuses it here, in this
- * test's own process.  Where the caller does not try (afio_sendfile(3):
- * the modes other than INLINE, but for libaio's HYBRID), the bytes only.
+ * gives an evicted one, and one past the end of the file, to a worker
+ * (asyncfio(7): the caller never waits for the device), where
+ * cachestat(2) answers and (_i) where it is refused with EPERM, as it is
+ * to a server's unprivileged workers for files they may not write: a
+ * seccomp filter refuses it here, in this test's own process.  Refused,
+ * the pages are asked by reads with RWF_NOWAIT, which some file systems
+ * (tmpfs) do not take: there every range goes to a worker.  Where the
+ * caller does not try (afio_sendfile(3): the modes other than INLINE, but
+ * for libaio's HYBRID), the bytes only.
  */
 START_TEST(test_sendfile_residency)
 {
@@ -314,26 +319,34 @@ START_TEST(test_sendfile_residency)
 	afio_ctx *ctx;
 	bool caller_tries = tu_mode == AFIO_MODE_INLINE ||
 			    (tu_backend == AFIO_BACKEND_LIBAIO && tu_mode == AFIO_MODE_HYBRID);
-	bool at_once;
+	bool at_once, probes = true;
+	char byte;
+	struct iovec one = { &byte, 1 };
 
-	if (_i)
+	if (_i) {
+		probes = preadv2(file, &one, 1, 0, RWF_NOWAIT) == 1 || errno != EOPNOTSUPP;
 		ck_assert_int_eq(tu_deny_syscalls(deny, 1), 0);
+	}
 	ctx = tu_new_ctx();
 	tu_socketpair(sv);
 	tu_set_nonblock(sv[0], true);
 
 	ck_assert_int_eq(fsync(file), 0);
 	ck_assert_msg(all_resident(file, LEN), "a file just written is not in the page cache");
-	at_once = sent_at_once(ctx, sv[0], sv[1], file, bytes, LEN);
-	ck_assert_msg(at_once == caller_tries, "%s, cachestat %s: a cached range %s in the caller",
-		      tu_target_name(), _i ? "refused" : "answering", at_once ? "went" : "did not go");
+	at_once = sent_at_once(ctx, sv[0], sv[1], file, bytes, LEN, LEN);
+	ck_assert_msg(at_once == (caller_tries && probes),
+		      "%s, cachestat %s: a cached range %s in the caller", tu_target_name(),
+		      _i ? "refused" : "answering", at_once ? "went" : "did not go");
+	at_once = sent_at_once(ctx, sv[0], sv[1], file, bytes, LEN, LEN + 3 * 4096);
+	ck_assert_msg(!at_once, "%s, cachestat %s: a range past the end went in the caller",
+		      tu_target_name(), _i ? "refused" : "answering");
 
 	ck_assert_int_eq(posix_fadvise(file, 0, 0, POSIX_FADV_DONTNEED), 0);
 	if (all_resident(file, LEN)) {
 		fprintf(stderr, "%s: the file stays in memory (tmpfs?), its evicted part skipped\n",
 			__func__);
 	} else {
-		at_once = sent_at_once(ctx, sv[0], sv[1], file, bytes, LEN);
+		at_once = sent_at_once(ctx, sv[0], sv[1], file, bytes, LEN, LEN);
 		ck_assert_msg(!at_once, "%s, cachestat %s: an evicted range was sent by the caller",
 			      tu_target_name(), _i ? "refused" : "answering");
 	}
