@@ -31,10 +31,6 @@ static void read_whole(int fd, void *buf, size_t len, off_t off)
 	ck_assert_int_eq(pread(fd, buf, len, off), len);
 }
 
-/* cachestat(2), Linux 6.5; not in every libc's headers. */
-#ifndef SYS_cachestat
-#define SYS_cachestat 451
-#endif
 struct cachestat_range {
 	uint64_t off, len;
 };

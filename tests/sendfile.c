@@ -313,7 +313,7 @@ static bool sent_at_once(afio_ctx *ctx, int sock, int peer, int file,
 START_TEST(test_sendfile_residency)
 {
 	enum { LEN = 65536 };
-	static const long deny[] = { 451 /* cachestat */ };
+	static const long deny[] = { SYS_cachestat };
 	unsigned char *bytes = tu_random_bytes(LEN, 5);
 	int file = tu_data_file(bytes, LEN), sv[2];
 	afio_ctx *ctx;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -35,6 +36,11 @@ int tu_seccomp(const struct sock_filter *body, size_t n);
 /* Installs a seccomp filter on this process that makes each listed system
    call fail with EPERM, as a container's policy does.  0 or -errno. */
 int tu_deny_syscalls(const long *nrs, size_t n);
+
+/* cachestat(2), Linux 6.5; not in every libc's headers. */
+#ifndef SYS_cachestat
+#define SYS_cachestat 451
+#endif
 
 /* Parses "--backend NAME --mode NAME" from argv (a backend other than
    `only` is a usage error unless `only` is AUTO); returns 0, or 77 (skip)
