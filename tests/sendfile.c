@@ -266,21 +266,46 @@ START_TEST(test_sendfile_burst)
 }
 END_TEST
 
-/* Whether every page of the file's first len bytes is in the page cache
+/* How many pages of the file's first len bytes are in the page cache
    (the test made the file, so mincore(2) answers for it). */
-static bool all_resident(int fd, size_t len)
+static size_t resident_pages(int fd, size_t len)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (len + page - 1) / page;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (len + page - 1) / page, n = 0;
 	unsigned char vec[pages];
 	void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-	bool all = true;
 
 	ck_assert_ptr_ne(map, MAP_FAILED);
 	ck_assert_int_eq(mincore(map, len, vec), 0);
 	for (size_t i = 0; i < pages; i++)
-		all = all && (vec[i] & 1);
+		n += vec[i] & 1;
 	munmap(map, len);
-	return all;
+	return n;
+}
+
+static bool all_resident(int fd, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return resident_pages(fd, len) == (len + page - 1) / page;
+}
+
+/*
+ * Evicts the file's first len bytes; false where some pages stay.  A page
+ * that something still holds (a socket buffer of a splice not yet freed,
+ * another CPU's LRU batch) is skipped by POSIX_FADV_DONTNEED, and a range
+ * whose first and last pages stayed would look cached to the probe of
+ * afio_sendfile(3), which looks at those two only: the call is repeated
+ * until none stays.
+ */
+static bool evict(int fd, size_t len)
+{
+	for (int i = 0; i < 50; i++) {
+		ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+		if (!resident_pages(fd, len))
+			return true;
+		usleep(10000);
+	}
+	return false;
 }
 
 /* One sendfile of `ask` bytes from the start of a file of len bytes, on
@@ -341,8 +366,10 @@ START_TEST(test_sendfile_residency)
 	ck_assert_msg(!at_once, "%s, cachestat %s: a range past the end went in the caller",
 		      tu_target_name(), _i ? "refused" : "answering");
 
-	ck_assert_int_eq(posix_fadvise(file, 0, 0, POSIX_FADV_DONTNEED), 0);
-	if (all_resident(file, LEN)) {
+	if (!evict(file, LEN)) {
+		/* tmpfs keeps every page; elsewhere at least one went */
+		ck_assert_msg(all_resident(file, LEN), "%zu of %d pages stay in the page cache",
+			      resident_pages(file, LEN), LEN / 4096);
 		fprintf(stderr, "%s: the file stays in memory (tmpfs?), its evicted part skipped\n",
 			__func__);
 	} else {
