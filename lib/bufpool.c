@@ -16,8 +16,12 @@
  * the kernel's, and an empty ring ends a receive with -ENOBUFS, which
  * parks it here as well.
  *
- * Who holds a buffer: the pool (or the kernel's ring) while it is free,
- * the program from the callback that names it until afio_buf_release().
+ * Who holds a buffer: the pool (or the kernel's ring) while it is free;
+ * the request, from the result that names it to that result's callback
+ * (a completion waiting in ctx->done); the program, from the callback
+ * until afio_buf_release().  Only the program's may be given back: one
+ * still on its way to a callback is not the program's to give, and
+ * taken back it would be filled again under that callback.
  * The memory is mapped, not allocated: a buffer never used costs no RSS,
  * and the free stack hands out the most recently returned first.
  */
@@ -30,6 +34,12 @@
 
 #define MAX_BUF_SIZE	(1u << 30)
 
+enum buf_owner {
+	BUF_FREE,		/* the pool's, or the kernel's ring's */
+	BUF_RESULT,		/* a finished request's, until its callback */
+	BUF_PROGRAM,		/* from that callback to afio_buf_release() */
+};
+
 struct afio_bufpool {
 	char *mem;
 	size_t size;
@@ -37,7 +47,7 @@ struct afio_bufpool {
 	unsigned count;
 	unsigned nfree;
 	uint32_t *free_ids;	/* a stack */
-	uint8_t *held;		/* 1 while the program holds it */
+	uint8_t *owner;		/* enum buf_owner, by id */
 	bool kernel;		/* the primary engine's kernel keeps the free ones */
 	uint64_t returned;	/* buffers back on the kernel's ring so far */
 	struct afio_reqq waiters;	/* PARKED, oldest first */
@@ -59,7 +69,7 @@ static void free_pool(struct afio_bufpool *bp)
 	if (bp->mem)
 		munmap(bp->mem, bp->map_len);
 	free(bp->free_ids);
-	free(bp->held);
+	free(bp->owner);
 	free(bp);
 }
 
@@ -85,8 +95,8 @@ int afio_bufpool_create(afio_ctx *ctx, unsigned count, size_t size, unsigned *po
 	if (bp->mem == MAP_FAILED)
 		bp->mem = NULL;
 	bp->free_ids = malloc(count * sizeof(*bp->free_ids));
-	bp->held = calloc(count, 1);
-	if (!bp->mem || !bp->free_ids || !bp->held) {
+	bp->owner = calloc(count, 1);
+	if (!bp->mem || !bp->free_ids || !bp->owner) {
 		free_pool(bp);
 		return -ENOMEM;
 	}
@@ -134,10 +144,10 @@ void *afio_buf(const afio_ctx *ctx, unsigned pool, unsigned id)
 	return id < bp->count ? bp->mem + (size_t)id * bp->size : NULL;
 }
 
-/* r's result is res bytes in buffer id, which the program holds now. */
+/* r's result is res bytes in buffer id, the program's at its callback. */
 static void finish_with_buf(struct afio_req *r, ssize_t res, uint32_t id)
 {
-	r->ctx->bufpools[r->mode]->held[id] = 1;
+	r->ctx->bufpools[r->mode]->owner[id] = BUF_RESULT;
 	r->buf_id = id;
 	r->shot |= AFIO_SHOT_HAS_BUF;
 	afio_req_finish(r, res);
@@ -222,6 +232,11 @@ void afio_req_shot_buf(struct afio_req *r, ssize_t res, unsigned id)
 	finish_with_buf(r, res, id);
 }
 
+void afio_bufpool_deliver(struct afio_req *r)
+{
+	r->ctx->bufpools[r->mode]->owner[r->buf_id] = BUF_PROGRAM;
+}
+
 void afio_bufpool_mark(struct afio_req *r)
 {
 	r->off = r->ctx->bufpools[r->mode]->returned;
@@ -285,9 +300,9 @@ int afio_buf_release(afio_ctx *ctx, unsigned pool, unsigned id)
 	if (pool >= ctx->nbufpools || id >= ctx->bufpools[pool]->count)
 		return -EINVAL;
 	bp = ctx->bufpools[pool];
-	if (!bp->held[id])
+	if (bp->owner[id] != BUF_PROGRAM)
 		return -EALREADY;
-	bp->held[id] = 0;
+	bp->owner[id] = BUF_FREE;
 	if (bp->kernel) {
 		ctx->primary.ops->pool_return(&ctx->primary, pool, id);
 		kernel_buffer_back(bp);

@@ -103,6 +103,8 @@ bool afio_bufpool_kernel(const struct afio_ctx *ctx, unsigned pool);
 void afio_recv_into_pool(struct afio_req *r);
 void afio_bufpool_unpark(struct afio_ctx *ctx, struct afio_req *r);
 bool afio_bufpool_park(struct afio_req *r);
+/* r's callback is about to get its buffer: the program's from now on. */
+void afio_bufpool_deliver(struct afio_req *r);
 /* r is queued now: a buffer given back later wakes it (afio_bufpool_park()). */
 void afio_bufpool_mark(struct afio_req *r);
 void afio_req_detach(struct afio_req *r);

@@ -497,6 +497,7 @@ static void run_ecb(struct afio_ctx *ctx, struct afio_req *r)
 	}
 
 	if (r->shot & AFIO_SHOT_HAS_BUF) {
+		afio_bufpool_deliver(r);
 		flags |= AFIO_CQE_BUFFER | r->buf_id << AFIO_CQE_BUF_SHIFT;
 		r->shot &= (uint8_t)~AFIO_SHOT_HAS_BUF;
 	}

@@ -264,6 +264,31 @@ END_TEST
  * neither lost nor an error, until the buffer comes back; with
  * AFIO_RECV_BUF_NOWAIT it is -ENOBUFS at once.
  */
+/* A multishot pooled receive on sv[1] whose first completion ("first")
+   holds the pool's only buffer, while "second" waits for it. */
+static void hold_only_buffer(afio_ctx *ctx, unsigned pool, int sv[2], struct shots *s)
+{
+	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_shot, s),
+			 0);
+	ck_assert_int_eq(write(sv[0], "first", 5), 5);
+	wait_shots(ctx, s, 1);
+	ck_assert_int_eq(write(sv[0], "second", 6), 6);
+	no_shot(ctx, s);
+}
+
+/* Cancels hold_only_buffer()'s receive, two results in, and ends. */
+static void cancel_third_and_close(afio_ctx *ctx, struct shots *s, int sv[2], int tv[2])
+{
+	ck_assert_int_eq(afio_cancel(ctx, s), 1);
+	wait_shots(ctx, s, 3);
+	ck_assert_int_eq(s->res[2], -ECANCELED);
+	afio_destroy(ctx);
+	close(sv[0]);
+	close(sv[1]);
+	close(tv[0]);
+	close(tv[1]);
+}
+
 START_TEST(test_pool_empty_waits)
 {
 	afio_ctx *ctx = tu_new_ctx();
@@ -273,12 +298,7 @@ START_TEST(test_pool_empty_waits)
 
 	tu_socketpair(sv);
 	tu_socketpair(tv);
-	ck_assert_int_eq(afio_recv_pooled(ctx, sv[1], pool, 0, AFIO_RECV_MULTISHOT, on_shot, &s),
-			 0);
-	ck_assert_int_eq(write(sv[0], "first", 5), 5);
-	wait_shots(ctx, &s, 1);
-	ck_assert_int_eq(write(sv[0], "second", 6), 6);
-	no_shot(ctx, &s);
+	hold_only_buffer(ctx, pool, sv, &s);
 	ck_assert_int_eq(afio_recv_pooled(ctx, tv[1], pool, 0, AFIO_RECV_BUF_NOWAIT, on_shot, &t),
 			 0);
 	ck_assert_int_eq(write(tv[0], "y", 1), 1);
@@ -288,14 +308,72 @@ START_TEST(test_pool_empty_waits)
 	expect_buffer(ctx, pool, &s, 0, "first");
 	wait_shots(ctx, &s, 2);
 	expect_buffer(ctx, pool, &s, 1, "second");
-	ck_assert_int_eq(afio_cancel(ctx, &s), 1);
-	wait_shots(ctx, &s, 3);
-	ck_assert_int_eq(s.res[2], -ECANCELED);
-	afio_destroy(ctx);
-	close(sv[0]);
-	close(sv[1]);
-	close(tv[0]);
-	close(tv[1]);
+	cancel_third_and_close(ctx, &s, sv, tv);
+}
+END_TEST
+
+/* A callback that gives a buffer back (again). */
+struct release_again {
+	afio_ctx *ctx;
+	unsigned pool, id;
+	int ret;
+	bool ran;
+};
+
+static void on_release_again(void *data, ssize_t res)
+{
+	struct release_again *a = data;
+
+	ck_assert_int_eq(res, 0);
+	a->ret = afio_buf_release(a->ctx, a->pool, a->id);
+	a->ran = true;
+}
+
+/*
+ * A buffer given back twice is refused the second time even where a
+ * receive that waited for it has read into it since and its result waits
+ * for its callback: inside the first afio_buf_release() (the core's own
+ * reads), or in the kernel's ring, answered in the same round as a nop
+ * queued before it, whose callback gives the buffer back once more.  The
+ * buffer is that result's, not the program's: taken back, it would go to
+ * the next receive (here one with bytes waiting) and be filled again under
+ * the first one's callback.
+ */
+START_TEST(test_release_twice_result_waiting)
+{
+	struct release_again again = { .ret = 1 };
+	afio_ctx *ctx = tu_new_ctx();
+	unsigned pool = new_pool(ctx, 1, 16), id;
+	struct shots s = { 0 }, t = { 0 };
+	int64_t until = tu_now_ns() + TU_HANG_MS * TU_NS_PER_MS;
+	int sv[2], tv[2];
+
+	tu_socketpair(sv);
+	tu_socketpair(tv);
+	hold_only_buffer(ctx, pool, sv, &s);
+	id = afio_cqe_buf(s.flags[0]);
+	again = (struct release_again){ ctx, pool, id, 1, false };
+	ck_assert_int_eq(afio_nop(ctx, on_release_again, &again), 0);
+	ck_assert_int_eq(afio_buf_release(ctx, pool, id), 0);
+	ck_assert_msg(afio_buf_release(ctx, pool, id) == -EALREADY,
+		      "%s: a buffer given back twice was taken back", tu_target_name());
+	ck_assert_int_eq(write(tv[0], "third", 5), 5);
+	ck_assert_int_eq(afio_recv_pooled(ctx, tv[1], pool, 0, 0, on_shot, &t), 0);
+	/* Either may have the one buffer first; each its own bytes. */
+	while (s.n < 2 || t.n < 1 || !again.ran) {
+		int s_had = s.n, t_had = t.n;
+
+		ck_assert_int_ge(afio_poll(ctx, 1, 100), 0);
+		if (s.n == 2 && s_had < 2)
+			expect_buffer(ctx, pool, &s, 1, "second");
+		if (t.n == 1 && t_had < 1)
+			expect_buffer(ctx, pool, &t, 0, "third");
+		ck_assert_msg(tu_now_ns() < until, "%s: %d and %d completions after %d ms",
+			      tu_target_name(), s.n, t.n, TU_HANG_MS);
+	}
+	ck_assert_msg(again.ret == -EALREADY, "%s: a buffer given back twice, from a callback: %s",
+		      tu_target_name(), tu_res_str(again.ret));
+	cancel_third_and_close(ctx, &s, sv, tv);
 }
 END_TEST
 
@@ -772,6 +850,7 @@ static Suite *bufpool_suite(void)
 	tcase_add_test(pool, test_pooled_recv);
 	tcase_add_test(pool, test_pooled_args);
 	tcase_add_test(pool, test_pool_empty_waits);
+	tcase_add_test(pool, test_release_twice_result_waiting);
 	tcase_add_test(pool, test_cancel_parked_and_destroy);
 	tcase_add_test(pool, test_waiter_ends_without_buffer);
 	tcase_add_test(pool, test_pooled_recv_bound);
