@@ -481,7 +481,12 @@ static int worker_init(struct worker *w, const struct httpd_opts *o, int root_fd
 	w->timers[0].duration_ns = (uint64_t)o->timeout_s * NS;
 	w->timers[1].duration_ns = w->timers[0].duration_ns < LINGER_NS ?
 				   w->timers[0].duration_ns : LINGER_NS;
+	/* A buffer also takes a request head that outgrew the connection's
+	   own (grow_in(), http-conn.c): HEAD_MAX at least, whatever the
+	   read size. */
 	w->pool.buf_size = HEAD_ROOM + o->read_size;
+	if (w->pool.buf_size < HEAD_MAX)
+		w->pool.buf_size = HEAD_MAX;
 	w->pool.max = POOL_BYTES / w->pool.buf_size;
 	w->sendfile_min = sendfile_min();
 	/* Untouched until used: idle slots cost no memory. */

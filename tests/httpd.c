@@ -467,6 +467,30 @@ START_TEST(httpd_refuses_huge_head)
 }
 END_TEST
 
+/* A head longer than a connection's own buffer, within HEAD_MAX, moves
+   into a response buffer, which holds one whatever --read-size is. */
+START_TEST(httpd_long_head_small_reads)
+{
+	const char *const extra[] = { "--root", root_dir, "--read-size", "4096", NULL };
+	static const char pad[] = "X-Padding: 123456789\r\n";
+	size_t size = 15 * 1000, n;
+	char *req = malloc(size + 64);
+	struct server s;
+
+	ck_assert_ptr_nonnull(req);
+	n = (size_t)sprintf(req, "GET /small.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+	for (; n < size; n += sizeof(pad) - 1)
+		memcpy(req + n, pad, sizeof(pad) - 1);
+	memcpy(req + n, "\r\n", 2);
+	start_server(&s, _i, extra);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(status_for(s.port, req, n + 2), 200);
+	check_file(s.port, "/", "<p>hi</p>\n", 10);
+	stop_server(&s);
+	free(req);
+}
+END_TEST
+
 START_TEST(httpd_stays_below_root)
 {
 	static const char *const escapes[] = {
@@ -935,6 +959,7 @@ static Suite *httpd_suite(void)
 	add_test(tc, httpd_answers_errors);
 	add_test(tc, httpd_refuses_nul_byte);
 	add_test(tc, httpd_refuses_huge_head);
+	add_test(tc, httpd_long_head_small_reads);
 	add_test(tc, httpd_stays_below_root);
 	add_test(tc, httpd_keeps_connection_alive);
 	add_test(tc, httpd_pipelines_1000);
