@@ -10,7 +10,8 @@
  *
  * A request with a body (GET with Content-Length) has its body received
  * and dropped after the response, so that it is never taken for the next
- * request.  An error that ends the connection is followed by a lingering
+ * request.  An error that ends the connection, and any other end of it
+ * with bytes of the client's still unread, is followed by a lingering
  * close: the write side is shut and what the client still sends is read
  * and dropped for a while, so that its unread bytes do not turn into a
  * reset that destroys the response before the client reads it.
@@ -19,6 +20,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -557,16 +559,29 @@ static void linger(struct conn *c)
 	linger_recv(c);
 }
 
+/* Bytes the client sent that were not read: a body not dropped yet, or
+   requests after this one (RFC 9112, 9.6: the close lingers over them). */
+static bool input_pending(const struct conn *c)
+{
+	int n = 0;
+
+	if (c->discard || c->in_start < c->in_len)
+		return true;
+	return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 static void finish_response(struct conn *c)
 {
+	bool ends = !c->keep_alive || c->w->stopping;
+
 	release_response(c);
 	c->in_start += (uint32_t)c->head_len;
 	c->head_len = 0;
-	if (c->linger) {
+	if (c->linger || (ends && input_pending(c))) {
 		linger(c);
 		return;
 	}
-	if (!c->keep_alive || c->w->stopping) {
+	if (ends) {
 		conn_close(c);
 		return;
 	}

@@ -598,6 +598,39 @@ START_TEST(httpd_drops_request_body)
 }
 END_TEST
 
+/* A response that ends the connection (Connection: close) over a body the
+   server has not read: all of it arrives, then the end of the stream, not
+   a reset that destroys what the client had yet to read. */
+START_TEST(httpd_close_over_unread_body)
+{
+	enum { BODY = 64 * 1024 };
+	size_t cap = FILE_SIZE + 4096, len;
+	char *buf = malloc(cap), *req = malloc(BODY + 256);
+	struct response r;
+	struct server s;
+	int fd, n;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_ptr_nonnull(req);
+	n = sprintf(req, "GET /file.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+		    "Content-Length: %d\r\n\r\n", BODY);
+	memset(req + n, 'b', BODY);
+	start_httpd(&s, _i);
+	fd = connect_to(s.port);
+	send_all(fd, req, (size_t)n + BODY);
+	len = recv_to_eof(fd, buf, cap);
+	close(fd);
+	ck_assert_msg(len > FILE_SIZE, "%s: %zu bytes before the end of the stream, not a whole "
+		      "response of %d", s.target->name, len, FILE_SIZE);
+	r = parse_response(buf, len, true);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_uint_eq(r.total, len);
+	stop_server(&s);
+	free(buf);
+	free(req);
+}
+END_TEST
+
 START_TEST(httpd_ranges_and_validators)
 {
 	char *want = pattern(FILE_SIZE, 7), *buf = malloc(2 * FILE_SIZE), lm[64], hdr[160];
@@ -964,6 +997,7 @@ static Suite *httpd_suite(void)
 	add_test(tc, httpd_keeps_connection_alive);
 	add_test(tc, httpd_pipelines_1000);
 	add_test(tc, httpd_drops_request_body);
+	add_test(tc, httpd_close_over_unread_body);
 	add_test(tc, httpd_ranges_and_validators);
 	add_test(tc, httpd_sees_changed_file);
 	add_test(tc, httpd_times_out_slow_heads);
