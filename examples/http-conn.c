@@ -200,6 +200,26 @@ static void put_status(struct head_buf *b, struct worker *w, int status)
 	put_str(b, "\r\n");
 }
 
+/*
+ * A directory's own URL: its path with one slash in front, as the lookup
+ * read it (local_path()), and one at the end.  "//host/" (or "/\\host/",
+ * which browsers read alike) would send a browser to another host.
+ */
+static void put_location(struct head_buf *b, const char *path, size_t len)
+{
+	size_t skip = 0;
+
+	while (skip < len && path[skip] == '/')
+		skip++;
+	put_str(b, "Location: /");
+	if (skip < len && path[skip] == '\\') {
+		put_str(b, "%5C");
+		skip++;
+	}
+	put(b, path + skip, len - skip);
+	put_str(b, "/\r\n");
+}
+
 static void put_validators(struct head_buf *b, const struct cache_entry *e)
 {
 	put_str(b, "Last-Modified: ");
@@ -249,11 +269,8 @@ static void put_text_head(struct head_buf *b, const struct conn *c, size_t body_
 		put_u64(b, c->file->size);
 		put_str(b, "\r\n");
 	}
-	if (c->status == 301) {
-		put_str(b, "Location: ");
-		put(b, c->req.path, c->req.path_len);
-		put_str(b, "/\r\n");
-	}
+	if (c->status == 301)
+		put_location(b, c->req.path, c->req.path_len);
 	if (c->status == 304) {
 		put_validators(b, c->file);
 		return;

@@ -426,6 +426,30 @@ START_TEST(httpd_answers_errors)
 }
 END_TEST
 
+/* A directory's redirect stays on the host: "//sub" is the root's "sub"
+   to the lookup, and its Location is "/sub/", never "//sub/" (a browser
+   reads that as the host "sub"). */
+START_TEST(httpd_redirects_within_host)
+{
+	static const char *const paths[] = { "/sub", "//sub", "///sub" };
+	char buf[4096], req[256], location[64];
+	struct response r;
+	struct server s;
+
+	start_httpd(&s, _i);
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+			 paths[i]);
+		r = parse_response(buf, exchange(s.port, req, strlen(req), buf, sizeof(buf)), true);
+		ck_assert_int_eq(r.status, 301);
+		header_text(&r, "\r\nLocation:", location, sizeof(location));
+		ck_assert_msg(!strcmp(location, "/sub/"), "%s: %s redirected to \"%s\"",
+			      targets[_i].name, paths[i], location);
+	}
+	stop_server(&s);
+}
+END_TEST
+
 /* A NUL in the request line once crashed the server. */
 START_TEST(httpd_refuses_nul_byte)
 {
@@ -992,6 +1016,7 @@ static Suite *httpd_suite(void)
 	add_test(tc, httpd_answers_errors);
 	add_test(tc, httpd_refuses_nul_byte);
 	add_test(tc, httpd_refuses_huge_head);
+	add_test(tc, httpd_redirects_within_host);
 	add_test(tc, httpd_long_head_small_reads);
 	add_test(tc, httpd_stays_below_root);
 	add_test(tc, httpd_keeps_connection_alive);
