@@ -389,6 +389,15 @@ static void on_stat(void *data, ssize_t res)
 		opened(e);
 }
 
+bool cache_close_idle(struct file_cache *c)
+{
+	unsigned n;
+
+	for (n = 0; n < 16 && c->lru_head; n++)
+		evict(c);
+	return n;
+}
+
 static void on_open(void *data, ssize_t res)
 {
 	struct cache_entry *e = data;
@@ -403,6 +412,10 @@ static void on_open(void *data, ssize_t res)
 		if (!start_open(e))
 			return;
 	}
+	/* Out of descriptors: the idle entries' go before a client is
+	   told 503. */
+	if ((res == -EMFILE || res == -ENFILE) && cache_close_idle(c) && !start_open(e))
+		return;
 	if (res < 0) {
 		fail_entry(e, status_of_errno((int)res));
 		return;

@@ -113,5 +113,8 @@ int cache_get(struct file_cache *c, const char *path, size_t path_len,
 void cache_put(struct cache_entry *e);
 /* Closes files unused for CACHE_INACTIVE_NS. */
 void cache_expire(struct file_cache *c);
+/* Out of descriptors: closes the least recently used idle files, a few
+   (others may be short of one too); false when none was idle. */
+bool cache_close_idle(struct file_cache *c);
 
 #endif

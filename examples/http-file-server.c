@@ -274,7 +274,8 @@ static void accepted(struct worker *w, ssize_t res)
 	} else if (res != -ECANCELED && res != -ECONNABORTED && res != -EINTR &&
 		   res != -EAGAIN) {
 		w->st.accept_errors++;
-		if (res == -EMFILE || res == -ENFILE)
+		/* The open-file cache's idle descriptors go first. */
+		if ((res == -EMFILE || res == -ENFILE) && !cache_close_idle(&w->cache))
 			shed_connections(w);
 		else
 			w->accept_paused = true;
@@ -370,8 +371,16 @@ static void on_wake(void *data, ssize_t res)
 {
 	struct worker *w = data;
 
-	(void)res;
 	w->wake_pending = false;
+	/* Not the main thread's byte: the worker could not wait for it (a
+	   pool that found no descriptors for its threads, say), and would
+	   otherwise go on unable to hear a stop, or stop without a word. */
+	if (res < 0) {
+		fprintf(stderr, "afio-httpd: worker %u: waiting for the stop signal: %s\n", w->id,
+			strerror((int)-res));
+		w->failed = true;
+		kill(getpid(), SIGTERM);
+	}
 	begin_stop(w);
 }
 

@@ -930,6 +930,38 @@ END_TEST
 
 /* SIGTERM in the middle of a response: the response is finished, then the
    connection closed, then the server exits 0. */
+/* More files than descriptors: the open-file cache gives its idle ones
+   up for the next file, and no request gets 503 for want of one. */
+START_TEST(httpd_gives_cached_files_up)
+{
+	enum { FILES = 150 };
+	/* ASYNC on the pool: a thread, and its descriptor, per connection. */
+	bool pool = pool_waits_per_socket(&targets[_i]);
+	const char *const extra[] = { "--root", root_dir, "--max-conn", pool ? "60" : "1000", NULL };
+	char path[PATH_MAX * 2], name[32], body[32];
+	struct server s;
+
+	for (int i = 0; i < FILES; i++) {
+		snprintf(name, sizeof(name), "many-%d.txt", i);
+		snprintf(body, sizeof(body), "file %d\n", i);
+		write_file(root_dir, name, body, strlen(body));
+	}
+	start_with_limit(&s, _i, pool ? 120 : 48, extra);
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < FILES; i++) {
+			snprintf(name, sizeof(name), "/many-%d.txt", i);
+			snprintf(body, sizeof(body), "file %d\n", i);
+			check_file(s.port, name, body, strlen(body));
+		}
+	}
+	stop_server(&s);
+	for (int i = 0; i < FILES; i++) {
+		snprintf(path, sizeof(path), "%s/many-%d.txt", root_dir, i);
+		unlink(path);
+	}
+}
+END_TEST
+
 START_TEST(httpd_finishes_response_on_sigterm)
 {
 	static const char req[] = "GET /file.bin HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -1030,6 +1062,7 @@ static Suite *httpd_suite(void)
 	add_test(tc, httpd_serves_5000_connections);
 	add_test(tc, httpd_survives_fd_exhaustion);
 	add_test(tc, httpd_survives_fd_exhaustion_single_accepts);
+	add_test(tc, httpd_gives_cached_files_up);
 	add_test(tc, httpd_finishes_response_on_sigterm);
 	add_test(tc, httpd_runs_workers);
 	suite_add_tcase(s, tc);
