@@ -12,7 +12,7 @@ clat p50/p99, slat mean/max and CPU (usr+sys %); for a mixed job IOPS
 are both directions' and latencies its reads'.
 
   integrations/fio/bench.py [--rounds 5] [--runtime 3] [--qd 32] [--out FILE.md]
-                            [--pairs io_uring,libaio] [--workloads "4k randread O_DIRECT"]
+                            [--pairs io_uring,libaio,floor] [--workloads "4k randread O_DIRECT"]
                             [--submit batch|each|both]
 
 Runs under flock /tmp/afio-bench.lock, one benchmark at a time.
@@ -36,6 +36,9 @@ PAIRS = [
     ("threads/async", ["--afio_backend=threads", "--afio_mode=async"], "posixaio", 1.2),
     ("threads/inline", ["--afio_backend=threads", "--afio_mode=inline"], "posixaio", 1.2),
     ("threads/async", ["--afio_backend=threads", "--afio_mode=async"], "psync", None),
+    # The engine without the library (floor.c): what the engine's own work
+    # and the ring's setup cost against fio's io_uring; only when asked.
+    ("floor", [], "io_uring", None),
 ]
 WORKLOADS = [
     ("4k randread cached", ["--rw=randread", "--bs=4k", "--direct=0"]),
@@ -106,8 +109,8 @@ def main():
     ap.add_argument("--dir", default=os.environ.get("AFIO_FIO_DIR",
                                                     os.path.join(REPO, "build-fio", "bench-data")))
     ap.add_argument("--out", help="write the markdown table here too")
-    ap.add_argument("--pairs", help="comma-separated pair names (io_uring,libaio,threads/async,threads/inline)"
-                    " or fio engines (psync)")
+    ap.add_argument("--pairs", help="comma-separated pair names (io_uring,libaio,threads/async,threads/inline,"
+                    "floor: the engine on bare liburing, floor.c) or fio engines (psync)")
     ap.add_argument("--workloads", help="comma-separated workload names, as in the table")
     ap.add_argument("--submit", choices=("batch", "each", "both"), default="batch",
                     help="batches of --qd per submit (default), one submit per request "
@@ -115,8 +118,9 @@ def main():
     args = ap.parse_args()
     submits = ("batch", "each") if args.submit == "both" else (args.submit,)
 
+    asked = args.pairs.split(",") if args.pairs else []
     pairs = [p for p in PAIRS
-             if not args.pairs or p[0] in args.pairs.split(",") or p[2] in args.pairs.split(",")]
+             if p[0] in asked or (p[0] != "floor" and (not asked or p[2] in asked))]
     workloads = [w for w in WORKLOADS if not args.workloads or w[0] in args.workloads.split(",")]
     engine = subprocess.run([os.path.join(HERE, "build.sh")], check=True,
                             capture_output=True, text=True).stdout.strip().splitlines()[-1]
@@ -125,6 +129,7 @@ def main():
     subprocess.run([args.fio, "--name=lay", f"--filename={path}", f"--size={args.size}",
                     "--rw=write", "--bs=1m", "--output=/dev/null"], check=True)
     ours_engine = [f"--ioengine=external:{engine}"]
+    floor_engine = [f"--ioengine=external:{os.path.join(os.path.dirname(engine), 'fio-asyncfio-floor.so')}"]
 
     results = {}  # (workload, pair) -> {"a": [...], "b": [...]}
     for r in range(args.rounds):
@@ -132,7 +137,7 @@ def main():
             if submit == "each":
                 wname += ", each"
             for pname, afio_opts, theirs, _ in pairs:
-                a_args = ours_engine + afio_opts
+                a_args = (floor_engine if pname == "floor" else ours_engine) + afio_opts
                 b_args = [f"--ioengine={theirs}"]
                 order = [("a", a_args), ("b", b_args)]
                 if r % 2:

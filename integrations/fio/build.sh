@@ -16,7 +16,9 @@
 #   PKG_CONFIG_PATH  where asyncfio.pc is; without one that finds it, the
 #                    uninstalled tree of build/ (meson-uninstalled) is used
 #
-# Prints the path of the engine last.
+# Also builds fio-asyncfio-floor.so beside it: the engine on bare liburing
+# (floor.c), what bench.py's "floor" pair measures.  Prints the path of the
+# engine last.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$repo/integrations/fio"
@@ -160,6 +162,14 @@ cc $fio_cflags -fPIC -shared -Werror \
 	-DAFIO_FIO_VERSION="\"$fio_version\"" $(pkg-config --cflags "$pc") \
 	-o "$engine" "$here/fio-asyncfio.c" \
 	$(pkg-config --libs "$pc") $rpath -ldl
+# The same engine on bare liburing, for bench.py's "floor" pair (floor.c)
+if [ -z "$claim_version" ] && pkg-config --exists liburing; then
+	# shellcheck disable=SC2086
+	cc $fio_cflags -fPIC -shared -Werror \
+		-DAFIO_FIO_VERSION="\"$fio_version\"" $(pkg-config --cflags "$pc") \
+		-o "$out/fio-asyncfio-floor.so" "$here/fio-asyncfio.c" "$here/floor.c" \
+		$(pkg-config --libs liburing) -ldl
+fi
 
 if [ "$build_fio" = yes ]; then
 	say "building fio from the same tree ($tree/fio)"
