@@ -274,11 +274,12 @@ static void accepted(struct worker *w, ssize_t res)
 	} else if (res != -ECANCELED && res != -ECONNABORTED && res != -EINTR &&
 		   res != -EAGAIN) {
 		w->st.accept_errors++;
-		/* The open-file cache's idle descriptors go first. */
-		if ((res == -EMFILE || res == -ENFILE) && !cache_close_idle(&w->cache))
-			shed_connections(w);
-		else
+		/* Out of descriptors, the open-file cache's idle ones go
+		   first, and the accept goes again at once. */
+		if (res != -EMFILE && res != -ENFILE)
 			w->accept_paused = true;
+		else if (!cache_close_idle(&w->cache))
+			shed_connections(w);
 	}
 }
 
