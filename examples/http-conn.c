@@ -201,9 +201,10 @@ static void put_status(struct head_buf *b, struct worker *w, int status)
 }
 
 /*
- * A directory's own URL: its path with one slash in front, as the lookup
- * read it (local_path()), and one at the end.  "//host/" (or "/\\host/",
- * which browsers read alike) would send a browser to another host.
+ * A directory's own URL: the request's path (still encoded) with its
+ * leading slashes made one, as the lookup takes them (local_path()), and
+ * one at the end.  "//host/" (or "/\\host/", which browsers read alike)
+ * would send a browser to another host.
  */
 static void put_location(struct head_buf *b, const char *path, size_t len)
 {

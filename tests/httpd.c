@@ -928,8 +928,6 @@ START_TEST(httpd_survives_fd_exhaustion_single_accepts)
 }
 END_TEST
 
-/* SIGTERM in the middle of a response: the response is finished, then the
-   connection closed, then the server exits 0. */
 /* More files than descriptors: the open-file cache gives its idle ones
    up for the next file, and no request gets 503 for want of one. */
 START_TEST(httpd_gives_cached_files_up)
@@ -962,6 +960,8 @@ START_TEST(httpd_gives_cached_files_up)
 }
 END_TEST
 
+/* SIGTERM in the middle of a response: the response is finished, then the
+   connection closed, then the server exits 0. */
 START_TEST(httpd_finishes_response_on_sigterm)
 {
 	static const char req[] = "GET /file.bin HTTP/1.1\r\nHost: x\r\n\r\n";
